@@ -1,0 +1,1 @@
+"""The text grammars of metasched (lark), shipped as package data: tensor.lark is the workload language."""

@@ -1,0 +1,43 @@
+"""The exceptions users see. Every layer raises one of these for bad input, never a bare
+traceback from deep inside."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+class MetaschedError(Exception):
+    """Base of every error metasched raises on purpose."""
+
+
+class ParseError(MetaschedError):
+    """A workload text is malformed; carries where (file, line, column, 1-based) and shows the
+    offending line with a caret under the column."""
+
+    def __init__(self, message: str, file: str = "<string>", line: int = 0, column: int = 0,
+                 source_line: Optional[str] = None) -> None:
+        self.message = message
+        self.file = file
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}: " if self.line else f"{self.file}: "
+        text = where + self.message
+        if self.source_line is not None and self.line:
+            text += "\n    " + self.source_line.rstrip("\n")
+            text += "\n    " + " " * max(self.column - 1, 0) + "^"
+        return text
+
+
+class ScheduleError(MetaschedError):
+    """A schedule primitive's precondition does not hold (or a trace cannot be replayed)."""
+
+
+class KernelArgumentError(MetaschedError, ValueError):
+    """A compiled kernel was called with the wrong number, shape, dtype or layout of arrays."""
+
+
+class MismatchError(MetaschedError, AssertionError):
+    """A kernel's outputs differ from the reference beyond the documented tolerance."""

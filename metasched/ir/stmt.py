@@ -1,0 +1,138 @@
+"""The loop program: what ``lower`` produces and ``codegen`` compiles.
+
+A ``PrimFunc`` takes its input, output and workspace buffers as dense row-major arrays and runs
+a statement tree of loops (``For``, each of one ``ForKind``), guards (``IfThenElse``), sequences
+(``Seq``), scratch allocations (``Allocate``) and element stores (``Store``). Every loop starts
+at 0 and has a constant extent. Loads inside expressions name buffers by ``Buffer.name``.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from math import prod
+from typing import Optional, Union
+
+from metasched.ir.expr import Expr
+
+
+class ForKind(enum.Enum):
+    """How a loop runs: one iteration after another, spread over threads, as the lanes of
+    vector instructions, or copied out once per iteration."""
+
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A dense row-major array."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Element strides of each dimension."""
+        strides, step = [], 1
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= extent
+        return tuple(reversed(strides))
+
+
+class Stmt:
+    """Base of statement nodes."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        from metasched.ir.printer import stmt_str
+
+        return stmt_str(self)
+
+
+@dataclass(frozen=True, repr=False)
+class Store(Stmt):
+    """``buffer[indices] = value``."""
+
+    buffer: str
+    indices: tuple[Expr, ...]
+    value: Expr
+
+
+@dataclass(frozen=True, repr=False)
+class For(Stmt):
+    """``for var in range(extent)`` run as ``kind``; ``annotations`` are (key, value) pairs."""
+
+    var: str
+    extent: int
+    kind: ForKind
+    body: Stmt
+    annotations: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class IfThenElse(Stmt):
+    """Run ``then_body`` where ``cond`` holds, else ``else_body`` (if any)."""
+
+    cond: Expr
+    then_body: Stmt
+    else_body: Optional[Stmt] = None
+
+
+@dataclass(frozen=True, repr=False)
+class Seq(Stmt):
+    """Statements run in order."""
+
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, repr=False)
+class Allocate(Stmt):
+    """A scratch buffer that lives while ``body`` runs (on the stack of the running thread)."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, repr=False)
+class PrimFunc:
+    """A kernel: ``inputs`` are read, ``outputs`` written, ``workspaces`` are intermediates
+    allocated by the caller; ``body`` runs once per call."""
+
+    name: str
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    workspaces: tuple[Buffer, ...]
+    body: Stmt
+    attrs: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def params(self) -> tuple[Buffer, ...]:
+        """Every argument buffer, in calling order: inputs, outputs, workspaces."""
+        return self.inputs + self.outputs + self.workspaces
+
+    def __str__(self) -> str:
+        from metasched.ir.printer import func_str
+
+        return func_str(self)
+
+
+def seq(*stmts: Union[Stmt, None]) -> Stmt:
+    """A ``Seq`` of the non-empty statements, flattened; a single statement stands alone."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, Seq):
+            flat.extend(s.stmts)
+        else:
+            flat.append(s)
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))

@@ -1,0 +1,165 @@
+"""The ``Workload``: a parsed, parameter-bound tensor program, the starting point of every
+schedule. Produced by ``metasched.lang.parse``; immutable."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Optional
+
+import numpy as np
+
+from metasched.ir.expr import BinOp, Call, Expr, Load, Neg, Var
+from metasched.ir.analysis import walk
+from metasched.lang.reference import evaluate
+
+REDUCE_OPS = ("sum", "prod", "max", "min")
+
+
+@dataclass(frozen=True)
+class TensorDecl:
+    """A named dense tensor: an input, an output or an intermediate."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A variable of a statement and its range ``0 .. extent`` (half-open)."""
+
+    name: str
+    extent: int
+
+    @property
+    def var(self) -> Var:
+        return Var(self.name)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One definition ``T[axes] (op)= body``: ``axes`` index the left side (the tensor's shape),
+    ``reduce_axes`` are the body's other variables (empty for an element-wise definition).
+    ``body`` loads inputs and tensors defined by earlier statements, indexed by axis variables."""
+
+    name: str
+    axes: tuple[Axis, ...]
+    reduce_axes: tuple[Axis, ...]
+    reduce_op: Optional[str]
+    body: Expr
+    dtype: str
+    is_output: bool
+    line: int = 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.extent for a in self.axes)
+
+    @property
+    def tensor(self) -> TensorDecl:
+        return TensorDecl(self.name, self.shape, self.dtype)
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.reduce_op is not None
+
+    @property
+    def reduce_length(self) -> int:
+        """How many terms each output element combines (1 for an element-wise statement)."""
+        return prod(a.extent for a in self.reduce_axes)
+
+    def reads(self) -> list[str]:
+        """Names of the tensors the body loads, in first-use order."""
+        seen: dict[str, None] = {}
+        for node in walk(self.body):
+            if isinstance(node, Load):
+                seen.setdefault(node.buffer, None)
+        return list(seen)
+
+
+def reduce_init(op: str) -> float:
+    """The value a reduction starts from."""
+    return {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[op]
+
+
+def _body_flops(body: Expr) -> int:
+    # Float arithmetic, negation and math calls count one each; index arithmetic,
+    # comparisons, conditionals and loads count nothing.
+    count = 0
+    for node in walk(body):
+        if isinstance(node, BinOp) and node.dtype in ("float32", "float64"):
+            count += 1
+        elif isinstance(node, Neg) and node.dtype in ("float32", "float64"):
+            count += 1
+        elif isinstance(node, Call):
+            count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A tensor program with its parameters bound.
+
+    ``statements`` run in order; ``outputs`` are the statements marked ``output``; every other
+    statement is an intermediate."""
+
+    name: str
+    params: dict[str, int]
+    inputs: tuple[TensorDecl, ...]
+    statements: tuple[Statement, ...]
+    source: str = field(default="", compare=False, repr=False)
+    file: str = field(default="<string>", compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(sorted(self.params.items())), self.inputs, self.statements))
+
+    @property
+    def outputs(self) -> tuple[TensorDecl, ...]:
+        return tuple(s.tensor for s in self.statements if s.is_output)
+
+    @property
+    def intermediates(self) -> tuple[TensorDecl, ...]:
+        return tuple(s.tensor for s in self.statements if not s.is_output)
+
+    @property
+    def dtype(self) -> str:
+        return self.inputs[0].dtype if self.inputs else self.statements[0].dtype
+
+    def statement(self, name: str) -> Statement:
+        for s in self.statements:
+            if s.name == name:
+                return s
+        raise KeyError(f"workload {self.name} defines no tensor {name!r}")
+
+    def tensor(self, name: str) -> TensorDecl:
+        for t in self.inputs:
+            if t.name == name:
+                return t
+        return self.statement(name).tensor
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of one run: a multiply-add counts 2 (the multiply in the
+        body and the add of the reduction); math calls count 1; copies and selects count 0."""
+        total = 0
+        for s in self.statements:
+            points = prod(s.shape) * s.reduce_length
+            total += points * (_body_flops(s.body) + (1 if s.is_reduction else 0))
+        return total
+
+    @property
+    def max_reduce_length(self) -> int:
+        return max((s.reduce_length for s in self.statements), default=1)
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Inputs drawn uniformly from [-1, 1) in the workload's dtype, the same for one seed."""
+        rng = np.random.default_rng(seed)
+        return [rng.uniform(-1.0, 1.0, size=t.shape).astype(t.dtype) for t in self.inputs]
+
+    def reference(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """The outputs computed straight from the statements with numpy: the oracle."""
+        return evaluate(self, inputs)
+
+    def __str__(self) -> str:
+        params = ", ".join(f"{k} = {v}" for k, v in self.params.items())
+        return f"workload {self.name}({params})"
