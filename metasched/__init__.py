@@ -1,0 +1,20 @@
+"""metasched: find fast CPU kernels for small tensor programs by search.
+
+A workload (``parse``, ``load``, ``workloads.get``) is the starting program; a ``Schedule``
+transforms its loops; ``build`` compiles the result with llvmlite into a ``Kernel`` that runs
+on numpy arrays.
+"""
+from metasched import workloads
+from metasched.build import build
+from metasched.codegen import CodegenOptions, Kernel
+from metasched.errors import KernelArgumentError, MetaschedError, MismatchError, ParseError, ScheduleError
+from metasched.lang import Workload, assert_outputs_close, load, parse
+from metasched.schedule import BlockRV, LoopRV, Schedule
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BlockRV", "CodegenOptions", "Kernel", "KernelArgumentError", "LoopRV", "MetaschedError",
+    "MismatchError", "ParseError", "Schedule", "ScheduleError", "Workload", "assert_outputs_close",
+    "build", "load", "parse", "workloads",
+]
