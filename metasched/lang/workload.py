@@ -163,3 +163,7 @@ class Workload:
     def __str__(self) -> str:
         params = ", ".join(f"{k} = {v}" for k, v in self.params.items())
         return f"workload {self.name}({params})"
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"<Workload {self.name}({params})>"
