@@ -1,0 +1,27 @@
+"""Shared test settings: hypothesis profiles and small parameters for the built-in suite."""
+import os
+
+from hypothesis import HealthCheck, settings
+
+# "ci" keeps the suite within CI's budget; "thorough" is for long local runs:
+#   METASCHED_HYPOTHESIS=thorough pytest -m slow
+settings.register_profile("ci", max_examples=12, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile("thorough", max_examples=500, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.load_profile(os.environ.get("METASCHED_HYPOTHESIS", "ci"))
+
+# Small sizes of every built-in workload, chosen so that no extent divides evenly by the usual
+# powers of two: splits then overshoot and exercise the guards.
+SMALL_PARAMS = {
+    "batch_matmul": dict(BATCH=2, M=7, K=5, N=9),
+    "conv2d_bias_relu": dict(N=1, C=3, H=6, W=5, F=4, R=3, S=3, PAD=1),
+    "dense_bias_relu": dict(M=5, K=7, N=10),
+    "depthwise_conv2d": dict(N=1, C=3, H=7, W=6, R=3, S=3, PAD=1),
+    "layernorm": dict(M=5, N=11),
+    "matmul": dict(M=9, N=10, K=7),
+    "matmul_relu": dict(M=6, N=11, K=5),
+    "reduce_cols": dict(M=13, N=10),
+    "softmax": dict(M=5, N=13),
+    "transpose_add": dict(M=9, N=14),
+}

@@ -1,0 +1,35 @@
+"""Every schedule made of loop primitives computes what the reference computes."""
+import pytest
+from hypothesis import given, settings
+
+from conftest import SMALL_PARAMS
+from metasched import workloads
+from metasched.testing import assert_equivalent, schedules
+
+
+def test_small_params_cover_the_whole_suite():
+    assert sorted(SMALL_PARAMS) == workloads.names()
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_PARAMS))
+def test_random_loop_schedules_match_the_reference(name):
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+
+    @given(schedules(wl, max_steps=8))
+    def check(sch):
+        assert_equivalent(sch)
+
+    check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMALL_PARAMS))
+def test_many_random_loop_schedules_match_the_reference(name):
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+
+    @given(schedules(wl, max_steps=12))
+    @settings(max_examples=200)
+    def check(sch):
+        assert_equivalent(sch)
+
+    check()
