@@ -35,6 +35,11 @@ class ScheduleError(MetaschedError):
     """A schedule primitive's precondition does not hold (or a trace cannot be replayed)."""
 
 
+class CodegenError(MetaschedError, ValueError):
+    """A loop program cannot be compiled: it is malformed (an unknown buffer or variable, a wrong
+    number of indices, an unsupported dtype). Lowering never produces one; hand-built IR may."""
+
+
 class KernelArgumentError(MetaschedError, ValueError):
     """A compiled kernel was called with the wrong number, shape, dtype or layout of arrays."""
 

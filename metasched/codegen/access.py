@@ -1,0 +1,170 @@
+"""What a statement touches: flattened element offsets, offsets as ``coefficient * var + rest``,
+and the buffers, variables, loads and stores inside a statement tree."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+from metasched.ir.analysis import free_vars, walk
+from metasched.ir.expr import BinOp, Expr, IntImm, Load, Neg, Var
+from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store
+from metasched.errors import CodegenError
+
+
+# An index expression as a linear combination of atoms: {atom: coefficient}, where an atom is
+# a variable or a non-linear node (``//``, ``%``, ``max``...) and the key None holds the constant.
+Terms = dict[Optional[Expr], int]
+
+
+def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
+    """The row-major element offset of ``buffer[indices]`` as one canonical index expression."""
+    if len(indices) != len(buffer.shape):
+        raise CodegenError(f"{buffer.name} has {len(buffer.shape)} dimensions, "
+                         f"indexed with {len(indices)}")
+    total: Expr = IntImm(0)
+    for index, stride in zip(indices, buffer.strides):
+        total = BinOp("+", total, BinOp("*", index, IntImm(stride)))
+    return canonical(total)
+
+
+def canonical(expr: Expr) -> Expr:
+    """An equal index expression in canonical form: a sum of ``coefficient * atom`` in a fixed
+    order, in which ``(a // c) * c + a % c`` has become ``a`` (what flattening the indices of a
+    fused loop produces; recognising it turns gathers back into contiguous accesses)."""
+    return from_terms(index_terms(expr))
+
+
+def linear_in(expr: Expr, var: str) -> Optional[tuple[int, Expr]]:
+    """``expr`` as ``coefficient * var + rest`` with an int coefficient and ``rest`` free of
+    ``var``, or None when ``var`` enters non-linearly (``//``, ``%``, ``max``, a product with a
+    non-constant). ``rest`` may hold any expression of the other variables."""
+    terms = index_terms(expr)
+    coefficient = terms.pop(Var(var), 0)
+    if any(atom is not None and var in free_vars(atom) for atom in terms):
+        return None
+    return coefficient, from_terms(terms)
+
+
+def from_terms(terms: Terms) -> Expr:
+    total: Optional[Expr] = None
+    for atom in sorted((a for a in terms if a is not None), key=repr):
+        k = terms[atom]
+        term = atom if k == 1 else BinOp("*", atom, IntImm(k))
+        total = term if total is None else BinOp("+", total, term)
+    constant = terms.get(None, 0)
+    if total is None:
+        return IntImm(constant)
+    return BinOp("+", total, IntImm(constant)) if constant else total
+
+
+def index_terms(e: Expr) -> Terms:
+    """The linear combination of atoms equal to the index expression ``e``."""
+    if isinstance(e, IntImm):
+        return {None: e.value} if e.value else {}
+    if isinstance(e, Var):
+        return {e: 1}
+    if isinstance(e, Neg):
+        return _scaled(index_terms(e.a), -1)
+    if not isinstance(e, BinOp) or e.dtype != "int64":
+        return {e: 1}
+    a, b = index_terms(e.a), index_terms(e.b)
+    if e.op in ("+", "-"):
+        merged = dict(a)
+        _add(merged, b, 1 if e.op == "+" else -1)
+        return _fold_div_mod_pairs(merged)
+    b_const, a_const = _constant(b), _constant(a)
+    if e.op == "*" and (b_const is not None or a_const is not None):
+        return _scaled(a, b_const) if b_const is not None else _scaled(b, a_const)
+    if e.op in ("//", "%") and b_const is not None and b_const > 0:
+        if a_const is not None:
+            value = a_const // b_const if e.op == "//" else a_const % b_const
+            return {None: value} if value else {}
+        if b_const == 1:
+            return a if e.op == "//" else {}
+        inner = from_terms(a)
+        if (e.op == "//" and isinstance(inner, BinOp) and inner.op == "//"
+                and isinstance(inner.b, IntImm) and inner.b.value > 0):
+            # (x // c) // d == x // (c * d) for positive c, d
+            return {BinOp("//", inner.a, IntImm(inner.b.value * b_const)): 1}
+        return {BinOp(e.op, inner, IntImm(b_const)): 1}
+    return {BinOp(e.op, from_terms(a), from_terms(b)): 1}
+
+
+def _constant(terms: Terms) -> Optional[int]:
+    return terms.get(None, 0) if all(atom is None for atom in terms) else None
+
+
+def _scaled(terms: Terms, k: int) -> Terms:
+    return {atom: c * k for atom, c in terms.items()} if k else {}
+
+
+def _add(into: Terms, terms: Terms, sign: int) -> None:
+    for atom, c in terms.items():
+        total = into.get(atom, 0) + sign * c
+        if total:
+            into[atom] = total
+        else:
+            into.pop(atom, None)
+
+
+def _fold_div_mod_pairs(terms: Terms) -> Terms:
+    """Replace ``k * (y % c) + k*c * (y // c)`` by ``k * y`` until none is left."""
+    changed = True
+    while changed:
+        changed = False
+        for atom, k in list(terms.items()):
+            if not (isinstance(atom, BinOp) and atom.op == "%" and isinstance(atom.b, IntImm)):
+                continue
+            y, c = atom.a, atom.b.value
+            if isinstance(y, BinOp) and y.op == "//" and isinstance(y.b, IntImm) and y.b.value > 0:
+                partner = BinOp("//", y.a, IntImm(y.b.value * c))
+            else:
+                partner = BinOp("//", y, IntImm(c))
+            if terms.get(partner) == k * c:
+                del terms[atom], terms[partner]
+                _add(terms, index_terms(y), k)
+                changed = True
+                break
+    return terms
+
+
+def sub_stmts(s: Stmt) -> Iterator[Stmt]:
+    """``s`` and every statement inside it, parents first."""
+    stack = [s]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, Seq):
+            stack.extend(reversed(node.stmts))
+        elif isinstance(node, (For, Allocate)):
+            stack.append(node.body)
+        elif isinstance(node, IfThenElse):
+            if node.else_body is not None:
+                stack.append(node.else_body)
+            stack.append(node.then_body)
+
+
+def stmt_exprs(s: Stmt) -> Iterator[Expr]:
+    """The expressions a statement tree evaluates (conditions, indices, stored values)."""
+    for node in sub_stmts(s):
+        if isinstance(node, Store):
+            yield from node.indices
+            yield node.value
+        elif isinstance(node, IfThenElse):
+            yield node.cond
+
+
+def stmt_loads(s: Stmt) -> Iterator[Load]:
+    for e in stmt_exprs(s):
+        for node in walk(e):
+            if isinstance(node, Load):
+                yield node
+
+
+def used_names(s: Stmt) -> tuple[set[str], set[str]]:
+    """(buffers read or written, variables read) anywhere in ``s``."""
+    buffers = {node.buffer for node in sub_stmts(s) if isinstance(node, Store)}
+    buffers |= {load.buffer for load in stmt_loads(s)}
+    variables: set[str] = set()
+    for e in stmt_exprs(s):
+        variables |= free_vars(e)
+    return buffers, variables

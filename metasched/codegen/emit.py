@@ -1,0 +1,241 @@
+"""Scalar emission: one ``FunctionEmitter`` per LLVM function (the kernel, or the outlined body
+of a parallel loop) turns statements and expressions into IR.
+
+Map: ``FunctionEmitter`` state and helpers (scopes, allocas, addresses) · statement emitters
+(``_STMT``) · loop kinds (``_FOR``) · expression emitters (``_EXPR``). Parallel loops are
+delegated to ``parallel.py`` and vectorized loops to ``vector.py``.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
+
+from llvmlite import ir
+
+from metasched.codegen import ops
+from metasched.errors import CodegenError
+from metasched.codegen.access import flat_index
+from metasched.codegen.llvmutil import (
+    ELEMENT_BYTES, ModuleContext, branch_value, for_range, i64, llvm_type, stack_alloca,
+)
+from metasched.codegen.parallel import emit_parallel
+from metasched.codegen.runtime import Launcher
+from metasched.codegen.vector import emit_vectorized
+from metasched.ir.analysis import loads
+from metasched.ir.expr import BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var
+from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, Stmt, Store
+
+
+class FunctionEmitter:
+    """Emits statements into one LLVM function.
+
+    ``variables`` maps loop variables in scope to i64 values, ``buffers`` maps buffer names to
+    their ``Buffer`` and base pointer. Allocas go to the entry block (``alloca_builder``) so
+    that LLVM promotes and frees them as stack slots; ``finish`` links entry to the body.
+    """
+
+    def __init__(self, ctx: ModuleContext, function: ir.Function, launcher: Optional[Launcher],
+                 in_parallel: bool) -> None:
+        self.ctx = ctx
+        self.function = function
+        self.launcher = launcher
+        self.in_parallel = in_parallel
+        entry = function.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(entry)
+        self.builder = ir.IRBuilder(function.append_basic_block("body"))
+        self.variables: dict[str, ir.Value] = {}
+        self.buffers: dict[str, tuple[Buffer, ir.Value]] = {}
+        # Stack slots of finished Allocates, reusable by later ones of the same dtype and size
+        # (an Allocate inside an unrolled loop then takes one slot, not one per copy).
+        self._free_slots: dict[tuple[str, int], list[ir.Value]] = {}
+
+    def finish(self) -> None:
+        """Close the function: entry falls through to the body, the body returns."""
+        self.alloca_builder.branch(self.function.blocks[1])
+        self.builder.ret_void()
+
+    # --- scopes and memory -------------------------------------------------------------------
+    @contextmanager
+    def bind(self, name: str, value: ir.Value) -> Iterator[None]:
+        """``name`` means ``value`` while the block runs (shadowing restored after)."""
+        previous = self.variables.get(name)
+        self.variables[name] = value
+        try:
+            yield
+        finally:
+            if previous is None:
+                del self.variables[name]
+            else:
+                self.variables[name] = previous
+
+    def buffer(self, name: str) -> tuple[Buffer, ir.Value]:
+        try:
+            return self.buffers[name]
+        except KeyError:
+            raise CodegenError(f"buffer {name!r} is neither a parameter nor allocated "
+                             f"here") from None
+
+    def stack_slot(self, buffer: Buffer) -> ir.Value:
+        free = self._free_slots.get((buffer.dtype, buffer.size))
+        if free:
+            return free.pop()
+        return self.alloca(ir.ArrayType(llvm_type(buffer.dtype), buffer.size), buffer.name, 64)
+
+    def alloca(self, t: ir.Type, name: str = "", align: Optional[int] = None) -> ir.Value:
+        """A stack slot in the entry block (allocas elsewhere would grow the stack in loops)."""
+        return stack_alloca(self.alloca_builder, t, name, align)
+
+    def address(self, buffer_name: str, indices: tuple[Expr, ...]) -> tuple[Buffer, ir.Value]:
+        """Pointer to one element; ``inbounds`` because scalar code only forms addresses of
+        accesses it performs."""
+        buffer, base = self.buffer(buffer_name)
+        offset = self.expr(flat_index(buffer, indices))
+        return buffer, self.builder.gep(base, [offset], inbounds=True,
+                                        source_etype=llvm_type(buffer.dtype))
+
+    # --- statements --------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        try:
+            emitter = _STMT[type(s)]
+        except KeyError:
+            raise TypeError(f"codegen: not a statement: {s!r}") from None
+        emitter(self, s)
+
+    def _store(self, s: Store) -> None:
+        buffer, pointer = self.address(s.buffer, s.indices)
+        value = ops.convert(self.builder, self.expr(s.value), buffer.dtype)
+        self.builder.store(value, pointer, align=ELEMENT_BYTES[buffer.dtype])
+
+    def _seq(self, s: Seq) -> None:
+        for child in s.stmts:
+            self.stmt(child)
+
+    def _if(self, s: IfThenElse) -> None:
+        cond = self.expr(s.cond)
+        if s.else_body is None:
+            with self.builder.if_then(cond):
+                self.stmt(s.then_body)
+            return
+        with self.builder.if_else(cond) as (then, otherwise):
+            with then:
+                self.stmt(s.then_body)
+            with otherwise:
+                self.stmt(s.else_body)
+
+    def _allocate(self, s: Allocate) -> None:
+        if s.buffer.name in self.buffers:
+            raise CodegenError(f"Allocate of {s.buffer.name!r} shadows a buffer in scope")
+        slot = self.stack_slot(s.buffer)
+        self.buffers[s.buffer.name] = (s.buffer, slot)
+        try:
+            self.stmt(s.body)
+        finally:
+            del self.buffers[s.buffer.name]
+        self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
+
+    def _for(self, s: For) -> None:
+        _FOR[s.kind](self, s)
+
+    # --- loop kinds --------------------------------------------------------------------------
+    def serial_loop(self, s: For, start: Optional[ir.Value] = None,
+                    stop: Optional[ir.Value] = None) -> None:
+        """``for var in range(start, stop)`` (default ``range(extent)``) one after another."""
+        start = i64(0) if start is None else start
+        stop = i64(s.extent) if stop is None else stop
+        with for_range(self.builder, start, stop, name=s.var) as index:
+            with self.bind(s.var, index):
+                self.stmt(s.body)
+
+    def _unrolled(self, s: For) -> None:
+        # The body is copied once per iteration with the variable a constant: no loop remains.
+        for iteration in range(s.extent):
+            with self.bind(s.var, i64(iteration)):
+                self.stmt(s.body)
+
+    def spawn(self, function: ir.Function) -> "FunctionEmitter":
+        """An emitter for another function of this module (an outlined parallel body), which
+        runs inside a parallel region."""
+        return FunctionEmitter(self.ctx, function, self.launcher, in_parallel=True)
+
+    # --- expressions -------------------------------------------------------------------------
+    def expr(self, e: Expr) -> ir.Value:
+        try:
+            emitter = _EXPR[type(e)]
+        except KeyError:
+            raise TypeError(f"codegen: not an expression: {e!r}") from None
+        return emitter(self, e)
+
+    def _int_imm(self, e: IntImm) -> ir.Value:
+        return i64(e.value)
+
+    def _float_imm(self, e: FloatImm) -> ir.Value:
+        return ir.Constant(llvm_type(e.dtype), float(e.value))
+
+    def _var(self, e: Var) -> ir.Value:
+        try:
+            return self.variables[e.name]
+        except KeyError:
+            raise CodegenError(f"variable {e.name!r} is not bound by an enclosing "
+                             f"loop") from None
+
+    def _load(self, e: Load) -> ir.Value:
+        buffer, pointer = self.address(e.buffer, e.indices)
+        value = self.builder.load(pointer, align=ELEMENT_BYTES[buffer.dtype],
+                                  typ=llvm_type(buffer.dtype))
+        return ops.convert(self.builder, value, e.dtype)
+
+    def _binop(self, e: BinOp) -> ir.Value:
+        a, b = self.expr(e.a), self.expr(e.b)
+        return ops.binop_value(self.ctx, self.builder, e, a, b)
+
+    def _neg(self, e: Neg) -> ir.Value:
+        return ops.negate(self.builder, self.expr(e.a))
+
+    def _not(self, e: Not) -> ir.Value:
+        return self.builder.not_(self.expr(e.a))
+
+    def _cast(self, e: Cast) -> ir.Value:
+        return ops.convert(self.builder, self.expr(e.value), e.dtype)
+
+    def _call(self, e: Call) -> ir.Value:
+        args = [ops.convert(self.builder, self.expr(a), e.dtype) for a in e.args]
+        return ops.math_call(self.ctx, self.builder, e.func, args)
+
+    def _select(self, e: Select) -> ir.Value:
+        cond = self.expr(e.cond)
+        dtype = e.dtype
+
+        def side(x: Expr) -> Callable[[], ir.Value]:
+            return lambda: ops.convert(self.builder, self.expr(x), dtype)
+
+        if loads(e.true_value) or loads(e.false_value):
+            # A branch's load may be out of bounds when it is not taken (padding): branch.
+            return branch_value(self.builder, cond, side(e.true_value), side(e.false_value))
+        return self.builder.select(cond, side(e.true_value)(), side(e.false_value)())
+
+
+_STMT = {
+    Store: FunctionEmitter._store,
+    Seq: FunctionEmitter._seq,
+    IfThenElse: FunctionEmitter._if,
+    Allocate: FunctionEmitter._allocate,
+    For: FunctionEmitter._for,
+}
+_FOR = {
+    ForKind.SERIAL: FunctionEmitter.serial_loop,
+    ForKind.UNROLLED: FunctionEmitter._unrolled,
+    ForKind.PARALLEL: emit_parallel,
+    ForKind.VECTORIZED: emit_vectorized,
+}
+_EXPR = {
+    IntImm: FunctionEmitter._int_imm,
+    FloatImm: FunctionEmitter._float_imm,
+    Var: FunctionEmitter._var,
+    Load: FunctionEmitter._load,
+    BinOp: FunctionEmitter._binop,
+    Neg: FunctionEmitter._neg,
+    Not: FunctionEmitter._not,
+    Cast: FunctionEmitter._cast,
+    Call: FunctionEmitter._call,
+    Select: FunctionEmitter._select,
+}

@@ -1,0 +1,134 @@
+"""``Kernel``: a compiled ``PrimFunc`` that numpy arrays can be passed to."""
+from __future__ import annotations
+
+import ctypes
+from functools import cached_property
+from typing import Optional, Sequence
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from metasched.codegen.options import CodegenOptions
+from metasched.codegen.runtime import enter_gomp
+from metasched.codegen.target import assembly
+from metasched.errors import KernelArgumentError
+from metasched.timing import median_seconds
+from metasched.ir.stmt import Buffer, PrimFunc
+
+class Kernel:
+    """Machine code for ``func`` with the signature ``void name(ptr noalias, ...)`` taking the
+    buffers of ``func.params`` (inputs, outputs, workspaces) in order.
+
+    ``kernel(*inputs)`` allocates the outputs and returns them; ``kernel.run(*inputs,
+    *outputs)`` writes into given arrays. Workspaces are allocated once per kernel, so calls on
+    one kernel from several Python threads at once are not safe. Arguments are checked before
+    any machine code runs; a wrong one raises ``KernelArgumentError``.
+    """
+
+    def __init__(self, func: PrimFunc, engine: llvm.ExecutionEngine, address: int, llvm_ir: str,
+                 optimized_ir: str, compile_seconds: float, options: CodegenOptions,
+                 threading: str, num_threads: int) -> None:
+        self.func = func
+        self.llvm_ir = llvm_ir
+        self.optimized_ir = optimized_ir
+        self.compile_seconds = compile_seconds
+        self.options = options
+        self.threading = threading  # the launcher parallel loops use: gomp, pthread or serial
+        self.num_threads = num_threads
+        self._engine = engine  # owns the machine code: keep it as long as the kernel
+        self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(func.params))(address)
+        self._workspaces = [np.empty(b.shape, dtype=b.dtype) for b in func.workspaces]
+
+    def __repr__(self) -> str:
+        return (f"<Kernel {self.func.name}: {len(self.func.inputs)} in, {len(self.func.outputs)} "
+                f"out, threading={self.threading}, "
+                f"compiled in {self.compile_seconds * 1e3:.1f} ms>")
+
+    @cached_property
+    def asm(self) -> str:
+        """Host assembly of the optimised module."""
+        return assembly(self.optimized_ir, self.options.opt_level)
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Run on ``inputs``; returns freshly allocated outputs in ``func.outputs`` order."""
+        self._check(inputs, self.func.inputs, "input", first_position=0)
+        outputs = [np.empty(b.shape, dtype=b.dtype) for b in self.func.outputs]
+        self._enter()
+        self._function(*self._pointers(list(inputs) + outputs))
+        return outputs
+
+    def run(self, *arrays: np.ndarray) -> None:
+        """Run on inputs followed by outputs, writing the outputs in place."""
+        pointers = self._pointers(self._checked_arguments(arrays))
+        self._enter()
+        self._function(*pointers)
+
+    def time(self, *arrays: np.ndarray, number: Optional[int] = None, repeat: int = 5,
+             min_repeat_seconds: float = 0.05) -> float:
+        """Median seconds per run, as TVM's time_evaluator measures it (``median_seconds``).
+
+        ``arrays`` are the inputs (outputs are then allocated) or inputs and outputs. After a
+        warm-up run, ``number`` (default: doubled until one repeat lasts at least
+        ``min_repeat_seconds``) back-to-back runs are timed together, ``repeat`` times; the
+        result is the median over repeats of elapsed / number. Arguments are checked once,
+        before timing.
+        """
+        if len(arrays) == len(self.func.inputs):
+            self._check(arrays, self.func.inputs, "input", first_position=0)
+            arrays = tuple(arrays) + tuple(np.empty(b.shape, dtype=b.dtype)
+                                           for b in self.func.outputs)
+        if (number is not None and number < 1) or repeat < 1:
+            raise ValueError(f"number and repeat must be positive, got {number} and {repeat}")
+        pointers = self._pointers(self._checked_arguments(arrays))
+        function = self._function
+        self._enter()
+        return median_seconds(lambda: function(*pointers), repeat=repeat,
+                              min_repeat_seconds=min_repeat_seconds, number=number)
+
+    def _enter(self) -> None:
+        if self.threading == "gomp":
+            enter_gomp()
+
+    # --- arguments ---------------------------------------------------------------------------
+    def _checked_arguments(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        n_in, n_out = len(self.func.inputs), len(self.func.outputs)
+        if len(arrays) != n_in + n_out:
+            raise KernelArgumentError(
+                f"{self.func.name} takes {n_in} inputs and {n_out} outputs "
+                f"({', '.join(b.name for b in self.func.inputs + self.func.outputs)}), "
+                f"got {len(arrays)} arrays")
+        self._check(arrays[:n_in], self.func.inputs, "input", first_position=0)
+        self._check(arrays[n_in:], self.func.outputs, "output", first_position=n_in)
+        for k, out in enumerate(arrays[n_in:]):
+            for j, other in enumerate(arrays):
+                if j != n_in + k and np.may_share_memory(out, other):
+                    raise KernelArgumentError(
+                        f"output {self.func.outputs[k].name!r} (argument {n_in + k}) overlaps "
+                        f"argument {j}; outputs must not share memory with other arguments")
+        return list(arrays)
+
+    def _check(self, arrays: Sequence[object], buffers: Sequence[Buffer], role: str,
+               first_position: int) -> None:
+        if role == "input" and len(arrays) != len(buffers):
+            raise KernelArgumentError(
+                f"{self.func.name} takes {len(buffers)} inputs "
+                f"({', '.join(b.name for b in buffers)}), got {len(arrays)}")
+        for k, (array, buffer) in enumerate(zip(arrays, buffers)):
+            where = f"{role} {buffer.name!r} (argument {first_position + k})"
+            if not isinstance(array, np.ndarray):
+                raise KernelArgumentError(f"{where} must be a numpy.ndarray, "
+                                          f"got {type(array).__name__}")
+            if array.dtype != np.dtype(buffer.dtype):
+                raise KernelArgumentError(f"{where} must have dtype {buffer.dtype}, "
+                                          f"got {array.dtype}")
+            if array.shape != tuple(buffer.shape):
+                raise KernelArgumentError(f"{where} must have shape {tuple(buffer.shape)}, "
+                                          f"got {array.shape}")
+            if not (array.flags.c_contiguous and array.flags.aligned):
+                raise KernelArgumentError(f"{where} must be C-contiguous and aligned "
+                                          f"(use numpy.ascontiguousarray)")
+            if role == "output" and not array.flags.writeable:
+                raise KernelArgumentError(f"{where} is read-only")
+
+    def _pointers(self, arrays: Sequence[np.ndarray]) -> list[int]:
+        return [a.ctypes.data for a in arrays] + [w.ctypes.data for w in self._workspaces]

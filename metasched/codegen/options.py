@@ -1,0 +1,36 @@
+"""The one settings object of code generation. Nothing here reads the environment."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+THREADING_CHOICES = ("auto", "gomp", "pthread", "serial")
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    """How ``compile_func`` builds a kernel.
+
+    ``num_threads``: threads of a parallel loop; 0 means every core this process may run on.
+    ``opt_level``: 0 skips the optimisation pipeline; 1-3 is the new pass manager's speed level.
+    ``threading``: how parallel loops run. ``"gomp"`` calls libgomp's ``GOMP_parallel`` (its
+    thread pool forks and joins in a few microseconds); ``"pthread"`` makes the generated code
+    create and join one POSIX thread per extra worker per parallel loop (no library besides libc,
+    tens of microseconds per loop); ``"serial"`` runs parallel loops as ordinary loops; ``"auto"``
+    picks gomp when libgomp can be loaded, else pthread.
+    ``vector_math``: vectorized exp, log, tanh, erf and pow call glibc's libmvec (4 ulp) when it
+    is present, instead of one libm call per lane.
+    """
+
+    num_threads: int = 0
+    opt_level: int = 3
+    threading: str = "auto"
+    vector_math: bool = True
+
+    def __post_init__(self) -> None:
+        if self.threading not in THREADING_CHOICES:
+            raise ValueError(f"threading must be one of {THREADING_CHOICES}, "
+                             f"got {self.threading!r}")
+        if self.num_threads < 0:
+            raise ValueError(f"num_threads must be >= 0, got {self.num_threads}")
+        if not 0 <= self.opt_level <= 3:
+            raise ValueError(f"opt_level must be 0..3, got {self.opt_level}")

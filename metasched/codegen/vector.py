@@ -1,0 +1,300 @@
+"""Vectorized loops: the loop's iterations become the lanes of LLVM vector instructions.
+
+Map: ``fallback_reason`` decides whether a loop can be vectorized · ``emit_vectorized`` splits
+the iterations into chunks (a loop over full-width chunks, then power-of-two tail chunks; a
+one-lane tail is plain scalar code) · ``ChunkEmitter`` emits the body once per chunk:
+statements (``_STMT``) and expressions (``_EXPR``) that depend on the vector variable become
+vectors, the rest stays scalar (``uniform``) and is splatted where it meets a vector.
+
+Memory: an offset ``1*var + rest`` is a contiguous vector load/store, ``0*var + rest`` a scalar
+load (splatted), anything else a gather/scatter. Conditions on the vector variable become lane
+masks (``mask``, AND-ed when nested): loads under a mask are masked loads/gathers, stores masked
+stores/scatters, so an inactive lane never touches memory (this is how padding and guards of
+imperfect splits stay in bounds). Uniform conditions become real branches.
+
+Falls back to a serial loop (which LLVM's own loop vectorizer may still vectorize) when the
+body holds a ``For`` or an ``Allocate``; when a store's offset does not depend on the variable
+or not linearly (lanes could write one element, whose serial order a vector store loses); and
+when a buffer written in the body is also read or written at another offset (a dependence
+between iterations that running lanes together would break).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
+
+from llvmlite import ir
+
+from metasched.codegen import ops
+from metasched.codegen.access import flat_index, linear_in, stmt_exprs, stmt_loads, sub_stmts
+from metasched.codegen.llvmutil import (
+    ELEMENT_BYTES, I1, I32, I64, PTR, VOID, branch_value, const, for_range, i64, lane_ids,
+    lanes_of, llvm_type, splat,
+)
+from metasched.ir.analysis import free_vars, loads, substitute, walk
+from metasched.ir.expr import BinOp, Call, Cast, Expr, IntImm, Load, Neg, Not, Select, Var
+from metasched.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
+
+if TYPE_CHECKING:
+    from metasched.codegen.emit import FunctionEmitter
+
+MAX_LANES = {"float32": 16, "float64": 8}
+
+
+def fallback_reason(fe: FunctionEmitter, loop: For) -> Optional[str]:
+    """Why ``loop`` must run as a serial loop, or None when it can be vectorized."""
+    stored: dict[str, tuple[int, Expr]] = {}
+    for node in sub_stmts(loop.body):
+        if isinstance(node, (For, Allocate)):
+            return "the body contains a loop or an allocation"
+        if not isinstance(node, Store):
+            continue
+        form = linear_in(flat_index(fe.buffer(node.buffer)[0], node.indices), loop.var)
+        if form is None or form[0] == 0:
+            return f"lanes may store to one element of {node.buffer}"
+        if stored.setdefault(node.buffer, form) != form:
+            return f"{node.buffer} is stored at two different offsets"
+    for load in stmt_loads(loop.body):
+        if load.buffer in stored:
+            form = linear_in(flat_index(fe.buffer(load.buffer)[0], load.indices), loop.var)
+            if form != stored[load.buffer]:
+                return f"{load.buffer} is read at another offset than it is written"
+    return None
+
+
+def lane_limit(loop: For) -> int:
+    """16 lanes of float32 or 8 of float64 (the narrower wins when a body mixes them)."""
+    dtypes = {node.dtype for e in stmt_exprs(loop.body) for node in walk(e)}
+    return MAX_LANES["float64"] if "float64" in dtypes else MAX_LANES["float32"]
+
+
+def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
+    """Emit ``loop`` (kind VECTORIZED) at ``fe``'s builder."""
+    if fallback_reason(fe, loop) is not None:
+        fe.serial_loop(loop)
+        return
+    width = lane_limit(loop)
+    full, tail = divmod(loop.extent, width)
+    if full == 1:
+        ChunkEmitter(fe, loop.var, width, i64(0)).stmt(loop.body)
+    elif full > 1:
+        with for_range(fe.builder, i64(0), i64(full), name=f"{loop.var}.chunk") as chunk:
+            base = fe.builder.mul(chunk, i64(width), flags=("nsw",))
+            ChunkEmitter(fe, loop.var, width, base).stmt(loop.body)
+    offset = full * width
+    piece = width
+    while tail:
+        piece //= 2
+        if tail < piece:
+            continue
+        if piece == 1:
+            with fe.bind(loop.var, i64(offset)):
+                fe.stmt(loop.body)
+        else:
+            ChunkEmitter(fe, loop.var, piece, i64(offset)).stmt(loop.body)
+        offset, tail = offset + piece, tail - piece
+
+
+class ChunkEmitter:
+    """Emits a vectorized loop body for the lanes ``base .. base+lanes-1`` of ``var``."""
+
+    def __init__(self, fe: FunctionEmitter, var: str, lanes: int, base: ir.Value) -> None:
+        self.fe, self.b = fe, fe.builder
+        self.var, self.lanes, self.base = var, lanes, base
+        # Built here, in the chunk's first block, so that it dominates every use in the chunk.
+        self.lane_index = self.b.add(splat(self.b, base, lanes), lane_ids(lanes), flags=("nsw",))
+        self.mask: Optional[ir.Value] = None
+        self._depends: dict[int, tuple[Expr, bool]] = {}
+
+    # --- helpers -----------------------------------------------------------------------------
+    def depends(self, e: Expr) -> bool:
+        """Whether ``e`` varies across lanes (memoised; the entry keeps ``e`` alive so that its
+        id cannot be reused by another node)."""
+        hit = self._depends.get(id(e))
+        if hit is None:
+            hit = self._depends[id(e)] = (e, self.var in free_vars(e))
+        return hit[1]
+
+    def vector(self, value: ir.Value) -> ir.Value:
+        return value if lanes_of(value) else splat(self.b, value, self.lanes)
+
+    @contextmanager
+    def masked(self, cond: ir.Value) -> Iterator[None]:
+        """Narrow the active lanes to those where ``cond`` holds while the block runs."""
+        saved = self.mask
+        self.mask = cond if saved is None else self.b.and_(saved, cond)
+        try:
+            yield
+        finally:
+            self.mask = saved
+
+    def full_mask(self) -> ir.Value:
+        return self.mask if self.mask is not None else const(ir.VectorType(I1, self.lanes), 1)
+
+    def any_active(self) -> ir.Value:
+        bits = self.b.bitcast(self.mask, ir.IntType(self.lanes))
+        return self.b.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(self.lanes), 0))
+
+    def uniform(self, e: Expr) -> ir.Value:
+        """A lane-invariant expression as a scalar. Its loads may be out of bounds when no lane
+        is active (a padded border), so under a mask they run only if some lane is."""
+        if self.mask is None or not loads(e):
+            return self.fe.expr(e)
+        zero = const(llvm_type(e.dtype), 0)
+        return branch_value(self.b, self.any_active(), lambda: self.fe.expr(e), lambda: zero)
+
+    def offsets(self, offset: Expr) -> tuple[Optional[ir.Value], Optional[ir.Value]]:
+        """(lane 0's offset when lanes are contiguous, else None; per-lane offsets or None)."""
+        form = linear_in(offset, self.var)
+        if form is None:
+            return None, self.vector(self.expr(offset))
+        coefficient, rest = form
+        first = ops.int_arith(self.b, "+", self.fe.expr(rest),
+                              ops.int_arith(self.b, "*", self.base, i64(coefficient)))
+        if coefficient == 1:
+            return first, None
+        steps = ir.Constant(ir.VectorType(I64, self.lanes),
+                            [coefficient * k for k in range(self.lanes)])
+        return None, self.b.add(splat(self.b, first, self.lanes), steps)
+
+    def pointers(self, base: ir.Value, element: ir.Type, offsets: ir.Value) -> ir.Value:
+        # `getelementptr T, ptr %base, <N x i64> %offsets` yields <N x ptr>; llvmlite cannot
+        # infer that type, so it is set by hand. No `inbounds`: inactive lanes may point
+        # outside the buffer.
+        gep = self.b.gep(base, [offsets], source_etype=element)
+        gep.type = ir.VectorType(PTR, self.lanes)
+        return gep
+
+    # --- statements --------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        _STMT[type(s)](self, s)
+
+    def _seq(self, s: Seq) -> None:
+        for child in s.stmts:
+            self.stmt(child)
+
+    def _if(self, s: IfThenElse) -> None:
+        cond = self.expr(s.cond)
+        if lanes_of(cond) is None:
+            if s.else_body is None:
+                with self.b.if_then(cond):
+                    self.stmt(s.then_body)
+                return
+            with self.b.if_else(cond) as (then, otherwise):
+                with then:
+                    self.stmt(s.then_body)
+                with otherwise:
+                    self.stmt(s.else_body)
+            return
+        with self.masked(cond):
+            self.stmt(s.then_body)
+        if s.else_body is not None:
+            with self.masked(self.b.not_(cond)):
+                self.stmt(s.else_body)
+
+    def _store(self, s: Store) -> None:
+        buffer, base = self.fe.buffer(s.buffer)
+        vector_type = llvm_type(buffer.dtype, self.lanes)
+        value = self.vector(ops.convert(self.b, self.expr(s.value), buffer.dtype))
+        align = ir.Constant(I32, ELEMENT_BYTES[buffer.dtype])
+        first, spread = self.offsets(flat_index(buffer, s.indices))
+        ctx = self.fe.ctx
+        if first is not None:
+            pointer = self.b.gep(base, [first], source_etype=llvm_type(buffer.dtype))
+            if self.mask is None:
+                self.b.store(value, pointer, align=ELEMENT_BYTES[buffer.dtype])
+                return
+            fn = ctx.intrinsic("llvm.masked.store", VOID, [vector_type, PTR, I32, self.mask.type],
+                               [vector_type, PTR])
+            self.b.call(fn, [value, pointer, align, self.mask])
+            return
+        pointers = self.pointers(base, llvm_type(buffer.dtype), spread)
+        fn = ctx.intrinsic("llvm.masked.scatter", VOID,
+                           [vector_type, pointers.type, I32, ir.VectorType(I1, self.lanes)],
+                           [vector_type, pointers.type])
+        self.b.call(fn, [value, pointers, align, self.full_mask()])
+
+    # --- expressions -------------------------------------------------------------------------
+    def expr(self, e: Expr) -> ir.Value:
+        """A vector where ``e`` varies across lanes, else a scalar."""
+        if not self.depends(e):
+            return self.uniform(e)
+        return _EXPR[type(e)](self, e)
+
+    def _var(self, e: Var) -> ir.Value:
+        return self.lane_index
+
+    def _binop(self, e: BinOp) -> ir.Value:
+        a, b = self.vector(self.expr(e.a)), self.vector(self.expr(e.b))
+        return ops.binop_value(self.fe.ctx, self.b, e, a, b)
+
+    def _neg(self, e: Neg) -> ir.Value:
+        return ops.negate(self.b, self.expr(e.a))
+
+    def _not(self, e: Not) -> ir.Value:
+        return self.b.not_(self.expr(e.a))
+
+    def _cast(self, e: Cast) -> ir.Value:
+        return ops.convert(self.b, self.expr(e.value), e.dtype)
+
+    def _call(self, e: Call) -> ir.Value:
+        args = [self.vector(ops.convert(self.b, self.expr(a), e.dtype)) for a in e.args]
+        return ops.math_call(self.fe.ctx, self.b, e.func, args)
+
+    def _select(self, e: Select) -> ir.Value:
+        cond = self.expr(e.cond)
+
+        def side(x: Expr) -> Callable[[], ir.Value]:
+            return lambda: self.vector(ops.convert(self.b, self.expr(x), e.dtype))
+
+        if lanes_of(cond) is None:
+            if loads(e.true_value) or loads(e.false_value):
+                return branch_value(self.b, cond, side(e.true_value), side(e.false_value))
+            return self.b.select(cond, side(e.true_value)(), side(e.false_value)())
+        with self.masked(cond):
+            true_value = side(e.true_value)()
+        with self.masked(self.b.not_(cond)):
+            false_value = side(e.false_value)()
+        return self.b.select(cond, true_value, false_value)
+
+    def _load(self, e: Load) -> ir.Value:
+        buffer, base = self.fe.buffer(e.buffer)
+        offset = flat_index(buffer, e.indices)
+        form = linear_in(offset, self.var)
+        if form is not None and form[0] == 0:  # the same element for every lane
+            return self.uniform(substitute(e, {self.var: IntImm(0)}))
+        element = llvm_type(buffer.dtype)
+        vector_type = llvm_type(buffer.dtype, self.lanes)
+        align = ir.Constant(I32, ELEMENT_BYTES[buffer.dtype])
+        zero = const(vector_type, 0.0)
+        first, spread = self.offsets(offset)
+        ctx = self.fe.ctx
+        if first is not None:
+            pointer = self.b.gep(base, [first], source_etype=element)
+            if self.mask is None:
+                value = self.b.load(pointer, align=ELEMENT_BYTES[buffer.dtype], typ=vector_type)
+            else:
+                fn = ctx.intrinsic("llvm.masked.load", vector_type,
+                                   [PTR, I32, self.mask.type, vector_type], [vector_type, PTR])
+                value = self.b.call(fn, [pointer, align, self.mask, zero])
+        else:
+            pointers = self.pointers(base, element, spread)
+            mask_type = ir.VectorType(I1, self.lanes)
+            fn = ctx.intrinsic("llvm.masked.gather", vector_type,
+                               [pointers.type, I32, mask_type, vector_type],
+                               [vector_type, pointers.type])
+            value = self.b.call(fn, [pointers, align, self.full_mask(), zero])
+        return ops.convert(self.b, value, e.dtype)
+
+
+_STMT = {Seq: ChunkEmitter._seq, IfThenElse: ChunkEmitter._if, Store: ChunkEmitter._store}
+_EXPR = {
+    Var: ChunkEmitter._var,
+    BinOp: ChunkEmitter._binop,
+    Neg: ChunkEmitter._neg,
+    Not: ChunkEmitter._not,
+    Cast: ChunkEmitter._cast,
+    Call: ChunkEmitter._call,
+    Select: ChunkEmitter._select,
+    Load: ChunkEmitter._load,
+}

@@ -1,0 +1,120 @@
+"""The Kernel object: argument checking, outputs, timing, recorded artefacts."""
+import re
+
+import numpy as np
+import pytest
+
+from metasched.codegen import CodegenOptions, Kernel, compile_func
+from metasched.errors import KernelArgumentError
+
+from codegen_builders import S, V, buf, f, func, ld, loop, op, st, v
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Kernel:
+    A, B, C = buf("A", 4, 8), buf("B", 8), buf("C", 4, 8)
+    i, j = v("i"), v("j")
+    body = loop("i", 4, S, loop("j", 8, V, st(C, (i, j), op("+", ld(A, i, j), ld(B, j)))))
+    return compile_func(func("addrow", [A, B], [C], body))
+
+
+def arrays():
+    return np.ones((4, 8), np.float32), np.arange(8, dtype=np.float32)
+
+
+def test_call_allocates_outputs(kernel):
+    a, b = arrays()
+    (c,) = kernel(a, b)
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_run_writes_given_outputs(kernel):
+    a, b = arrays()
+    c = np.zeros((4, 8), np.float32)
+    kernel.run(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+
+
+@pytest.mark.parametrize("make_args, fragment", [
+    (lambda a, b: (a,), "takes 2 inputs"),
+    (lambda a, b: (a, b, b), "takes 2 inputs"),
+    (lambda a, b: (a, b[:4]), "'B' (argument 1) must have shape (8,)"),
+    (lambda a, b: (a.astype(np.float64), b), "'A' (argument 0) must have dtype float32"),
+    (lambda a, b: (np.ones((8, 4), np.float32).T, b), "C-contiguous"),
+    (lambda a, b: (a, list(b)), "'B' (argument 1) must be a numpy.ndarray, got list"),
+])
+def test_wrong_arguments_raise_before_running(kernel, make_args, fragment):
+    a, b = arrays()
+    with pytest.raises(KernelArgumentError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        kernel(*make_args(a, b))
+
+
+def test_wrong_output_arguments(kernel):
+    a, b = arrays()
+    with pytest.raises(KernelArgumentError, match="takes 2 inputs and 1 outputs"):
+        kernel.run(a, b)
+    with pytest.raises(KernelArgumentError, match="output 'C'.*shape"):
+        kernel.run(a, b, np.zeros((8, 4), np.float32))
+    read_only = np.zeros((4, 8), np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(KernelArgumentError, match="read-only"):
+        kernel.run(a, b, read_only)
+    with pytest.raises(KernelArgumentError, match="overlaps"):
+        kernel.run(a, b, a)
+
+
+def test_non_contiguous_view_is_rejected(kernel):
+    a = np.ones((4, 16), np.float32)[:, ::2]
+    with pytest.raises(KernelArgumentError, match="C-contiguous"):
+        kernel(a, np.zeros(8, np.float32))
+
+
+def test_time_is_a_positive_median(kernel):
+    a, b = arrays()
+    seconds = kernel.time(a, b, repeat=3, min_repeat_seconds=0.002)
+    assert isinstance(seconds, float) and 0 < seconds < 0.01
+    assert kernel.time(a, b, np.empty((4, 8), np.float32), number=5, repeat=2) > 0
+
+
+def test_records(kernel):
+    assert 0 < kernel.compile_seconds < 5
+    assert kernel.func.name == "addrow"
+    assert re.search(r'define void @"?ms_addrow"?\(', kernel.llvm_ir)
+    assert re.search(r'define void @"?ms_addrow"?\(', kernel.optimized_ir)
+    assert "ms_addrow" in kernel.asm
+    assert "addrow" in repr(kernel)
+
+
+def test_options_validate():
+    with pytest.raises(ValueError):
+        CodegenOptions(threading="openmp")
+    with pytest.raises(ValueError):
+        CodegenOptions(num_threads=-1)
+    with pytest.raises(ValueError):
+        CodegenOptions(opt_level=4)
+
+
+def test_bad_programs_raise_clear_errors():
+    A, B = buf("A", 4), buf("B", 4)
+    i = v("i")
+    with pytest.raises(ValueError, match="buffer 'Z'"):
+        compile_func(func("bad", [A], [B], loop("i", 4, S, st(B, (i,), ld(buf("Z", 4), i)))))
+    with pytest.raises(ValueError, match="variable 'q'"):
+        compile_func(func("bad", [A], [B], loop("i", 4, S, st(B, (v("q"),), f(1.0)))))
+    with pytest.raises(ValueError, match="dimensions"):
+        compile_func(func("bad", [A], [B], loop("i", 4, S, st(B, (i, i), f(1.0)))))
+
+
+def test_compiling_from_several_threads_at_once():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build_and_run(scale: int):
+        A, B = buf("A", 50), buf("B", 50)
+        i = v("i")
+        body = loop("i", 50, V, st(B, (i,), op("*", ld(A, i), f(scale))))
+        k = compile_func(func(f"s{scale}", [A], [B], body))
+        a = np.arange(50, dtype=np.float32)
+        return np.array_equal(k(a)[0], a * scale)
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(build_and_run, range(12)))
