@@ -33,3 +33,26 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds
         per_call.append((time.perf_counter() - started) / number)
     per_call.sort()
     return per_call[len(per_call) // 2]
+
+
+def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int = 5,
+                 repeat: int = 3, min_repeat_seconds: float = 0.05) -> tuple[float, float, float]:
+    """Time two functions in alternation, ``rounds`` times each: (median seconds of a, median
+    seconds of b, median of the per-round ratios b / a).
+
+    On a shared machine the load changes from second to second; timing the two sides of a
+    comparison close together and taking the median ratio keeps a burst of load from
+    deciding it.
+    """
+    times_a, times_b, ratios = [], [], []
+    for _ in range(rounds):
+        ta = median_seconds(fn_a, repeat, min_repeat_seconds)
+        tb = median_seconds(fn_b, repeat, min_repeat_seconds)
+        times_a.append(ta)
+        times_b.append(tb)
+        ratios.append(tb / ta)
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    return median(times_a), median(times_b), median(ratios)
