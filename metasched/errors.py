@@ -31,6 +31,13 @@ class ParseError(MetaschedError):
         return text
 
 
+class UnknownWorkloadError(MetaschedError, KeyError):
+    """No built-in workload has that name; the message lists the names there are."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class ScheduleError(MetaschedError):
     """A schedule primitive's precondition does not hold (or a trace cannot be replayed)."""
 

@@ -8,6 +8,7 @@ import functools
 import importlib.resources
 from typing import TYPE_CHECKING
 
+from metasched.errors import UnknownWorkloadError
 from metasched.lang import Workload, parse
 
 if TYPE_CHECKING:
@@ -28,9 +29,9 @@ def names() -> list[str]:
 
 
 def path(name: str) -> "Traversable":
-    """The file of a built-in workload. Raises ``KeyError`` listing the names for an unknown one."""
+    """The file of a built-in workload. Raises ``UnknownWorkloadError`` (a ``KeyError``) listing the names for an unknown one."""
     if name not in _names():
-        raise KeyError(f"no built-in workload {name!r}; the built-in workloads are: {', '.join(_names())}")
+        raise UnknownWorkloadError(f"no built-in workload {name!r}; the built-in workloads are: {', '.join(_names())}")
     return importlib.resources.files(__package__) / f"{name}{_SUFFIX}"
 
 
