@@ -42,6 +42,29 @@ class ScheduleError(MetaschedError):
     """A schedule primitive's precondition does not hold (or a trace cannot be replayed)."""
 
 
+class TraceError(MetaschedError, ValueError):
+    """A trace is malformed: its text, its JSON form or a decision given to it. ``line`` and
+    ``column`` (1-based) locate the mistake in a trace's text; both are 0 when there is no text,
+    and then the message stands alone."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0,
+                 source_line: Optional[str] = None) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        if not self.line:
+            return self.message
+        text = f"line {self.line}, column {self.column}: {self.message}"
+        if self.source_line is not None:
+            text += "\n    " + self.source_line.rstrip("\n")
+            text += "\n    " + " " * max(self.column - 1, 0) + "^"
+        return text
+
+
 class CodegenError(MetaschedError, ValueError):
     """A loop program cannot be compiled: it is malformed (an unknown buffer or variable, a wrong
     number of indices, an unsupported dtype). Lowering never produces one; hand-built IR may."""

@@ -1,6 +1,7 @@
-"""Scheduled state -> loop program: loop nests, guards for overshooting splits, reduction
-initialisation, buffers. Knows nothing of search or of code generation."""
-from metasched.lower.lower import lower, lower_stage
-from metasched.lower.state import Fuse, IterVar, Relation, ScheduleState, Split, StageState
+"""Scheduled state -> loop program: loop nests, attached stages with inferred regions, guards,
+reduction initialisation, buffers. Knows nothing of search or of code generation."""
+from metasched.lower.lower import loop_values, lower, stage_axes
+from metasched.lower.state import Attach, Fuse, IterVar, Relation, ScheduleState, Split, StageState
 
-__all__ = ["Fuse", "IterVar", "Relation", "ScheduleState", "Split", "StageState", "lower", "lower_stage"]
+__all__ = ["Attach", "Fuse", "IterVar", "Relation", "ScheduleState", "Split", "StageState", "loop_values",
+           "lower", "stage_axes"]

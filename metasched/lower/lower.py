@@ -1,41 +1,72 @@
 """Scheduled state -> loop program.
 
-For each stage, in statement order:
-1. express every original axis in the leaf loops, walking the split/fuse relations backwards;
-2. collect a guard ``parent < extent`` for every split whose factors overshoot its loop;
+Root stages run one after another in stage order. For each stage:
+1. express every loop of the stage in its leaf loops, walking the split/fuse relations
+   backwards (``loop_values``);
+2. collect a guard ``parent < extent`` for every split whose factors overshoot its loop, and,
+   for a stage attached at another stage's loop, a guard keeping its region inside its tensor
+   where that cannot be proven;
 3. build the loop nest of the leaves around the stage's store, each guard placed right inside
-   the innermost loop it reads;
+   the innermost loop it reads, and the stages attached at each loop placed in that loop's body
+   (producers before the rest of the body, consumers after it);
 4. for a reduction, place the initialisation where TVM's ``decompose_reduction`` would: just
    before the outermost reduction loop, in a nest of the spatial loops that lie inside it.
+
+A stage attached with ``compact`` gets its buffer at its attach point, shaped like its
+region; its consumer's loads are shifted by the region's start.
 """
 from __future__ import annotations
 
 from math import prod
 from typing import Optional
 
-from metasched.ir.analysis import free_vars, simplify, substitute, transform
+from metasched.ir.analysis import free_vars, int_bounds, simplify, substitute, transform
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var
-from metasched.ir.stmt import Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
-from metasched.lang.workload import Statement, reduce_init
+from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from metasched.lang.workload import reduce_init
+from metasched.lower.bounds import Span, region
 from metasched.lower.state import Fuse, IterVar, ScheduleState, Split, StageState
 
 _COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 
 
 def lower(state: ScheduleState) -> PrimFunc:
-    """The loop program of a scheduled state: one loop nest per stage, in statement order."""
+    """The loop program of a scheduled state."""
     wl = state.workload
-    body = seq(*(lower_stage(stage) for stage in state.stages))
+    body = seq(*(_stage_nest(state, s, {}, {}) for s in state.stages if s.attach is None))
     inputs = tuple(Buffer(t.name, t.shape, t.dtype) for t in wl.inputs)
     outputs = tuple(Buffer(t.name, t.shape, t.dtype) for t in wl.outputs)
-    workspaces = tuple(Buffer(t.name, t.shape, t.dtype) for t in wl.intermediates)
+    workspaces = tuple(Buffer(s.buffer, s.statement.shape, s.statement.dtype) for s in state.stages
+                       if not s.statement.is_output and not (s.attach is not None and s.attach.compact)
+                       and own_compaction(state, s) is None)
     return PrimFunc(wl.name, inputs, outputs, workspaces, body)
 
 
-def axis_values(stage: StageState) -> tuple[dict[int, Expr], list[tuple[Expr, bool]]]:
-    """Each loop of the stage (by id) as an expression of its leaf loops, and the guards that
-    overshooting splits need, each with whether it bounds a reduction loop."""
-    value: dict[int, Expr] = {id(lv): Var(lv.name) for lv in stage.leaves}
+def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[IterVar, list[Span]]]:
+    """Where a stage's own buffer lives only inside one of its loops: when its only consumer is
+    computed after that loop's body (``reverse_compute_at``), every write and read of the
+    buffer happens within one iteration, so the buffer is allocated there with the region one
+    iteration writes (a ``local`` write cache under a tile becomes a tile-sized array). The
+    loop and the region, or None."""
+    if stage.statement.is_output:
+        return None
+    consumers = state.consumers(stage)
+    if len(consumers) != 1:
+        return None
+    attach = consumers[0].attach
+    if attach is None or not attach.after or attach.target is not stage:
+        return None
+    glob, _, _ = stage_axes(stage, {})
+    position = stage.leaves.index(attach.loop)
+    inner = {lv.name: lv.extent for lv in stage.leaves[position + 1:]}
+    return attach.loop, region([glob], inner, stage.statement.shape)
+
+
+def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bool]]]:
+    """Every loop of the stage (by name, consumed ones included) as an expression of its leaf
+    loops, and the guards that overshooting splits need, each with whether it bounds a
+    reduction loop."""
+    value: dict[str, Expr] = {lv.name: Var(lv.name) for lv in stage.leaves}
     guards: list[tuple[Expr, bool]] = []
     # A relation consumes loops made by earlier ones, so walking backwards finds every
     # relation's outputs already expressed.
@@ -44,47 +75,49 @@ def axis_values(stage: StageState) -> tuple[dict[int, Expr], list[tuple[Expr, bo
             expr: Expr = IntImm(0)
             stride = 1
             for child in reversed(rel.children):
-                expr = value[id(child)] * stride + expr
+                expr = value[child.name] * stride + expr
                 stride *= child.extent
             parent_expr = simplify(expr)
-            value[id(rel.parent)] = parent_expr
+            value[rel.parent.name] = parent_expr
             if stride > rel.parent.extent:
                 guards.append((BinOp("<", parent_expr, IntImm(rel.parent.extent)), rel.parent.is_reduce))
         else:
-            fused = value[id(rel.fused)]
+            fused = value[rel.fused.name]
             stride = prod(c.extent for c in rel.children)
             for k, child in enumerate(rel.children):
                 stride //= child.extent
                 part = fused // stride if stride > 1 else fused
                 if k > 0:
                     part = part % child.extent
-                value[id(child)] = simplify(part)
+                value[child.name] = simplify(part)
     return value, guards
 
 
-def _simplify_indices(expr: Expr) -> Expr:
+def stage_axes(stage: StageState, outer: dict[str, Expr]) -> tuple[list[Expr], list[Expr], list[Expr]]:
+    """The stage's spatial axes as tensor indices (global), as buffer indices (local to the
+    region when compacted) and its reduction axes, all as expressions of its leaf loops and
+    of the enclosing loops in ``outer``."""
+    value, _ = loop_values(stage)
+    n = len(stage.statement.axes)
+    local = [value[iv.name] for iv in stage.axes[:n]]
+    reduce = [value[iv.name] for iv in stage.axes[n:]]
+    if stage.attach is None:
+        return local, local, reduce
+    start = [substitute(e, outer) for e in stage.attach.start]
+    glob = [simplify(s + v) for s, v in zip(start, local)]
+    return glob, (local if stage.attach.compact else glob), reduce
+
+
+def _shift_compacted(expr: Expr, shifts: dict[str, list[Expr]]) -> Expr:
+    """Loads of compacted buffers, indexed relative to their region's start."""
     def fix(e: Expr) -> Optional[Expr]:
         if isinstance(e, Load):
-            return Load(e.buffer, tuple(simplify(i) for i in e.indices), e.dtype_)
+            starts = shifts.get(e.buffer)
+            idx = e.indices if starts is None else tuple(i - s for i, s in zip(e.indices, starts))
+            return Load(e.buffer, tuple(simplify(i) for i in idx), e.dtype_)
         return None
 
     return transform(expr, fix)
-
-
-def stage_stores(stage: StageState, value: dict[int, Expr]) -> tuple[Optional[Store], Store]:
-    """The stage's initialisation store (None unless it reduces) and its main store, indexed by
-    the leaf loops."""
-    st: Statement = stage.statement
-    names = [a.name for a in st.axes] + [a.name for a in st.reduce_axes]
-    mapping = {name: value[id(iv)] for name, iv in zip(names, stage.axes)}
-    body = _simplify_indices(substitute(st.body, mapping))
-    index = tuple(mapping[a.name] for a in st.axes)
-    if not st.is_reduction:
-        return None, Store(st.name, index, body)
-    current = Load(st.name, index, st.dtype)
-    update = Store(st.name, index, BinOp(_COMBINE[st.reduce_op], current, body))
-    init = Store(st.name, index, FloatImm(reduce_init(st.reduce_op), st.dtype))
-    return init, update
 
 
 def _all(conds: list[Expr]) -> Expr:
@@ -112,33 +145,91 @@ def _place(leaves: list[IterVar], guards: list[Expr]) -> dict[int, list[Expr]]:
     return placed
 
 
-def _loops(leaves: list[IterVar], lo: int, hi: int, body: Stmt, placed: dict[int, list[Expr]]) -> Stmt:
-    """Loops ``leaves[lo:hi]`` around ``body``, each depth's guards just inside its loop."""
-    for k in reversed(range(lo, hi)):
-        lv = leaves[k]
-        body = For(lv.name, lv.extent, lv.kind, _guarded(body, placed.get(k)),
-                   tuple(sorted(lv.annotations.items())))
-    return body
+def _region_guards(stage: StageState, glob: list[Expr], ranges: dict[str, tuple[int, int]]) -> list[Expr]:
+    """For an attached stage: conditions keeping its region inside its tensor, where the
+    enclosing loops' ranges do not already prove it."""
+    conds = []
+    for index, dim in zip(glob, stage.statement.shape):
+        lo, hi = int_bounds(index, ranges)
+        if lo < 0:
+            conds.append(BinOp(">=", index, IntImm(0)))
+        if hi >= dim:
+            conds.append(BinOp("<", index, IntImm(dim)))
+    return conds
 
 
-def lower_stage(stage: StageState) -> Stmt:
-    """The loop nest of one stage."""
-    value, guards = axis_values(stage)
-    init, update = stage_stores(stage, value)
+def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
+                ranges: dict[str, tuple[int, int]], shifted: Optional[dict[str, list[Expr]]] = None) -> Stmt:
+    """The loop nest of ``stage`` with the stages attached at its loops; ``outer`` maps the
+    names of enclosing stages' loops to expressions, ``ranges`` gives enclosing loop ranges,
+    ``shifted`` the region starts of compacted buffers the stage reads from enclosing stages."""
+    st = stage.statement
+    value, split_guards = loop_values(stage)
+    glob, index, reduce = stage_axes(stage, outer)
     leaves = stage.leaves
+    ranges = {**ranges, **{lv.name: (0, lv.extent - 1) for lv in leaves}}
+    guards = list(split_guards)
+    if stage.attach is not None:
+        guards += [(g, False) for g in _region_guards(stage, glob, ranges)]
+
+    names = {**outer, **value}
+    children = state.attached_at(stage)
+    shifts = dict(shifted or {})
+    shifts.update({c.buffer: [simplify(substitute(e, names)) for e in c.attach.start]
+                   for c in children if c.attach.compact})
+    mapping = dict(zip([a.name for a in st.axes], glob))
+    mapping.update(zip([a.name for a in st.reduce_axes], reduce))
+    body = _shift_compacted(substitute(st.body, mapping), shifts)
+    own = own_compaction(state, stage)
+    own_shift: dict[str, list[Expr]] = {}
+    if own is not None:
+        index = [i - start for i, (start, _) in zip(glob, own[1])]
+        own_shift = {st.name: [start for start, _ in own[1]]}
+    store_index = tuple(simplify(i) for i in index)
+
+    def around(k: int, inner: Stmt) -> Stmt:
+        """The body of loop ``k``: attached producers, ``inner``, attached consumers."""
+        here = [c for c in children if c.attach.loop is leaves[k]]
+        if not here:
+            return inner
+        before = [_stage_nest(state, c, names, ranges) for c in here if not c.attach.after]
+        after = [_stage_nest(state, c, names, ranges, own_shift) for c in here if c.attach.after]
+        result = seq(*before, inner, *after)
+        for c in reversed(here):
+            if c.attach.compact:
+                extents = tuple(iv.extent for iv in c.axes[:len(c.statement.axes)])
+                result = Allocate(Buffer(c.buffer, extents, c.statement.dtype), result)
+        if own is not None and own[0] is leaves[k]:
+            result = Allocate(Buffer(st.name, tuple(e for _, e in own[1]), st.dtype), result)
+        return result
+
+    def loops(lo: int, hi: int, inner: Stmt, placed: dict[int, list[Expr]]) -> Stmt:
+        for k in reversed(range(lo, hi)):
+            lv = leaves[k]
+            inner = For(lv.name, lv.extent, lv.kind, around(k, _guarded(inner, placed.get(k))),
+                        tuple(sorted(lv.annotations.items())))
+        return inner
+
     n = len(leaves)
     placed = _place(leaves, [g for g, _ in guards])
-    if init is None:
-        return _guarded(_loops(leaves, 0, n, update, placed), placed.get(-1))
+    if not st.is_reduction:
+        return _guarded(loops(0, n, Store(st.name, store_index, body), placed), placed.get(-1))
+    current = Load(st.name, store_index, st.dtype)
+    update = Store(st.name, store_index, BinOp(_COMBINE[st.reduce_op], current, body))
+    init = Store(st.name, store_index, FloatImm(reduce_init(st.reduce_op), st.dtype))
     first_reduce = next((k for k, lv in enumerate(leaves) if lv.is_reduce), n)
     if first_reduce == n:  # a reduction over no variables: initialise, then combine once
-        return _guarded(_loops(leaves, 0, n, seq(init, update), placed), placed.get(-1))
+        return _guarded(loops(0, n, seq(init, update), placed), placed.get(-1))
     # The init nest runs the spatial loops inside the outermost reduction loop, under the
     # spatial guards that read them (guards of outer loops already enclose both nests).
     init_leaves = [lv for lv in leaves[first_reduce:] if not lv.is_reduce]
     deep = [g for g, is_reduce in guards if not is_reduce and _depth(leaves, g) >= first_reduce]
     init_placed = _place(init_leaves, deep)
-    init_nest = _guarded(_loops(init_leaves, 0, len(init_leaves), init, init_placed), init_placed.get(-1))
-    main_nest = _loops(leaves, first_reduce, n, update, placed)
-    body = _loops(leaves, 0, first_reduce, seq(init_nest, main_nest), placed)
-    return _guarded(body, placed.get(-1))
+    init_nest: Stmt = init
+    for lv in reversed(init_leaves):
+        k = init_leaves.index(lv)
+        init_nest = For(lv.name, lv.extent, lv.kind, _guarded(init_nest, init_placed.get(k)),
+                        tuple(sorted(lv.annotations.items())))
+    init_nest = _guarded(init_nest, init_placed.get(-1))
+    main_nest = loops(first_reduce, n, update, placed)
+    return _guarded(loops(0, first_reduce, seq(init_nest, main_nest), placed), placed.get(-1))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+from metasched.ir.expr import Expr
 from metasched.ir.stmt import ForKind
 from metasched.lang.workload import Statement, Workload
 
@@ -51,18 +52,50 @@ Relation = Union[Split, Fuse]
 
 
 @dataclass(eq=False)
-class StageState:
-    """The loops of one statement: ``axes`` are its original loops (spatial, then reduction),
-    ``leaves`` the loops it runs now, outermost first."""
+class Attach:
+    """Where a stage runs when it is not at the root: inside ``loop`` of ``target``, before the
+    rest of that loop's body (``compute_at``: a producer) or after it (``reverse_compute_at``:
+    a consumer). The stage then iterates a region of its tensor: spatial axis ``d`` covers
+    ``start[d] + 0 .. start[d] + extent - 1``, where ``start[d]`` reads loops of ``target``
+    (by name) that enclose ``loop``. ``compact``: the stage's buffer is allocated at the
+    attach point with the region's shape instead of the whole tensor's."""
 
+    target: "StageState"
+    loop: IterVar
+    after: bool
+    start: tuple[Expr, ...]
+    compact: bool
+
+
+@dataclass(eq=False)
+class StageState:
+    """One block: the statement it computes (``statement.name`` is the buffer it writes) and
+    its loops: ``axes`` are its original loops (spatial, then reduction), ``leaves`` the loops
+    it runs now, outermost first. ``scope`` is ``"global"`` or ``"local"``."""
+
+    name: str
     statement: Statement
     axes: list[IterVar]
     relations: list[Relation]
     leaves: list[IterVar]
+    scope: str = "global"
+    attach: Optional[Attach] = None
+    annotations: dict[str, object] = field(default_factory=dict)
 
     @property
-    def name(self) -> str:
+    def buffer(self) -> str:
         return self.statement.name
+
+    def reads(self, buffer: str) -> bool:
+        return buffer in self.statement.reads()
+
+    def all_loops(self) -> list[IterVar]:
+        """Every loop the stage has had: original, intermediate and current."""
+        found = {id(iv): iv for iv in self.axes + self.leaves}
+        for rel in self.relations:
+            made = rel.children + (rel.parent,) if isinstance(rel, Split) else rel.children + (rel.fused,)
+            found.update((id(iv), iv) for iv in made)
+        return list(found.values())
 
 
 @dataclass(eq=False)
@@ -80,7 +113,7 @@ class ScheduleState:
         for st in workload.statements:
             axes = [IterVar(state.fresh_name(a.name), a.extent, False) for a in st.axes]
             axes += [IterVar(state.fresh_name(a.name), a.extent, True) for a in st.reduce_axes]
-            state.stages.append(StageState(st, axes, [], list(axes)))
+            state.stages.append(StageState(st.name, st, axes, [], list(axes)))
         return state
 
     def fresh_name(self, base: str) -> str:
@@ -98,9 +131,22 @@ class ScheduleState:
                 return s
         raise KeyError(name)
 
-    def copy(self, clones: Optional[dict[int, IterVar]] = None) -> ScheduleState:
-        """An independent copy: loops are new objects, related to each other as before.
-        ``clones``, if given, is filled with id(old loop) -> new loop."""
+    def producers(self, stage: StageState) -> list[StageState]:
+        """The stages whose buffers ``stage`` reads, in stage order."""
+        reads = set(stage.statement.reads())
+        return [s for s in self.stages if s.buffer in reads and s is not stage]
+
+    def consumers(self, stage: StageState) -> list[StageState]:
+        """The stages that read the buffer ``stage`` writes, in stage order."""
+        return [s for s in self.stages if s is not stage and s.reads(stage.buffer)]
+
+    def attached_at(self, target: StageState) -> list[StageState]:
+        """The stages attached at loops of ``target``, in stage order."""
+        return [s for s in self.stages if s.attach is not None and s.attach.target is target]
+
+    def copy(self, clones: Optional[dict[int, object]] = None) -> ScheduleState:
+        """An independent copy: loops and stages are new objects, related to each other as
+        before. ``clones``, if given, is filled with id(old loop or stage) -> its copy."""
         clones = {} if clones is None else clones
 
         def clone(iv: IterVar) -> IterVar:
@@ -110,7 +156,6 @@ class ScheduleState:
                 clones[id(iv)] = got
             return got
 
-        stages = []
         for s in self.stages:
             relations: list[Relation] = []
             for r in s.relations:
@@ -118,6 +163,11 @@ class ScheduleState:
                     relations.append(Split(clone(r.parent), tuple(map(clone, r.children))))
                 else:
                     relations.append(Fuse(tuple(map(clone, r.children)), clone(r.fused)))
-            stages.append(StageState(s.statement, [clone(a) for a in s.axes], relations,
-                                     [clone(lv) for lv in s.leaves]))
-        return ScheduleState(self.workload, stages, set(self.names))
+            clones[id(s)] = StageState(s.name, s.statement, [clone(a) for a in s.axes], relations,
+                                             [clone(lv) for lv in s.leaves], s.scope, None, dict(s.annotations))
+        for s in self.stages:
+            if s.attach is not None:
+                a = s.attach
+                clones[id(s)].attach = Attach(clones[id(a.target)], clone(a.loop), a.after,
+                                                    a.start, a.compact)
+        return ScheduleState(self.workload, [clones[id(s)] for s in self.stages], set(self.names))

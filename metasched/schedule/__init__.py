@@ -1,5 +1,7 @@
-"""Schedules: the primitives that transform a workload's loops."""
+"""Schedules: the primitives that transform a workload's loops, recorded as traces."""
 from metasched.errors import ScheduleError
-from metasched.schedule.schedule import BlockRV, LoopRV, RV, Schedule
+from metasched.schedule.instruction import BlockRV, ExprRV, Instruction, LoopRV, RV
+from metasched.schedule.schedule import Schedule
+from metasched.schedule.trace import Trace
 
-__all__ = ["BlockRV", "LoopRV", "RV", "Schedule", "ScheduleError"]
+__all__ = ["BlockRV", "ExprRV", "Instruction", "LoopRV", "RV", "Schedule", "ScheduleError", "Trace"]

@@ -1,85 +1,89 @@
-"""``Schedule``: the user-facing primitives over a scheduled state.
+"""``Schedule``: the user-facing primitives over a scheduled state, recorded as a trace.
 
-Names and argument order follow MetaSchedule (``get_block``, ``get_loops``, ``split``, ``fuse``,
-``reorder``, ``parallel``, ``vectorize``, ``unroll``). A primitive checks its preconditions and
-raises ``ScheduleError`` saying what is wrong before it changes anything.
+Names and argument order follow MetaSchedule. Every primitive checks its preconditions and
+raises ``ScheduleError`` saying what is wrong before it changes anything; a successful one
+appends an ``Instruction`` to the trace. Map of this file:
+
+* handles: random variables and what they stand for
+* queries: get_block, get_loops, get_producers, get_consumers
+* loop primitives: split, fuse, reorder, parallel, vectorize, unroll
+* stage primitives: compute_at and friends, caches, rfactor (implemented in sibling modules)
+* annotations, sampling
+* traces: recording, replay, copy
 """
 from __future__ import annotations
 
+import itertools
 from math import prod
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
 
 from metasched.errors import ScheduleError
 from metasched.ir.stmt import ForKind, PrimFunc
 from metasched.lang.workload import Workload
 from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower
+from metasched.schedule import cache, compute_location, rfactor as rfactor_impl, sampling
+from metasched.schedule.instruction import KINDS, BlockRV, ExprRV, Instruction, LoopRV, RV
+from metasched.schedule.trace import Trace
 
+# What a LoopRV from sample_compute_location may stand for besides a loop.
+ROOT = "root"
+INLINE = "inline"
 
-class RV:
-    """A random variable: a handle that a schedule maps to a block, a loop or a value."""
-
-    __slots__ = ("name",)
-    prefix = "v"
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name})"
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class BlockRV(RV):
-    """A handle to a block (the computation of one statement)."""
-
-    __slots__ = ()
-    prefix = "b"
-
-
-class LoopRV(RV):
-    """A handle to a loop."""
-
-    __slots__ = ()
-    prefix = "l"
-
-
-Factor = Optional[int]
+Factor = Union[int, ExprRV, None]
+_uids = itertools.count()
 
 
 class Schedule:
-    """Transforms a workload's loops. ``str(sch)`` is the current loop program."""
+    """Transforms a workload's loops; ``str(sch)`` is the current loop program and
+    ``sch.trace`` the instructions that made it. ``seed`` seeds the sampling instructions."""
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, seed: Optional[int] = None) -> None:
         if not isinstance(workload, Workload):
             raise TypeError(f"Schedule needs a Workload, got {type(workload).__name__}")
         self.workload = workload
         self.state = ScheduleState.initial(workload)
+        self.rng = np.random.default_rng(seed)
+        self._uid = next(_uids)
         self._symbols: dict[RV, object] = {}
         self._counter = 0
+        self._insts: list[Instruction] = []
+        self._decisions: dict[int, Any] = {}
+        self._pending_names: list[str] = []
 
     # -- handles ---------------------------------------------------------------------------
     def _new(self, cls: type, target: object) -> RV:
-        rv = cls(f"{cls.prefix}{self._counter}")
-        self._counter += 1
+        if self._pending_names:
+            rv = cls(self._pending_names.pop(0), self._uid)
+        else:
+            while True:
+                rv = cls(f"{cls.prefix}{self._counter}", self._uid)
+                self._counter += 1
+                if rv not in self._symbols and ExprRV(rv.name) not in self._symbols \
+                        and BlockRV(rv.name) not in self._symbols and LoopRV(rv.name) not in self._symbols:
+                    break
         self._symbols[rv] = target
         return rv
 
+    def _target(self, rv: object, cls: type, primitive: str) -> object:
+        if not isinstance(rv, cls):
+            raise ScheduleError(f"{primitive}: expected a {cls.__name__}, got {rv!r}")
+        target = self._symbols.get(rv)
+        if target is None or rv.owner != self._uid:
+            raise ScheduleError(f"{primitive}: {rv} does not belong to this schedule")
+        return target
+
     def _stage(self, block: BlockRV, primitive: str) -> StageState:
-        if not isinstance(block, BlockRV):
-            raise ScheduleError(f"{primitive}: expected a BlockRV, got {block!r}")
-        stage = self._symbols.get(block)
-        if stage is None:
-            raise ScheduleError(f"{primitive}: block {block} does not belong to this schedule")
+        stage = self._target(block, BlockRV, primitive)
+        if not any(s is stage for s in self.state.stages):
+            raise ScheduleError(f"{primitive}: block {block} ({stage.name}) no longer exists: it was inlined")
         return stage
 
     def _loop(self, loop: LoopRV, primitive: str) -> tuple[IterVar, StageState]:
-        if not isinstance(loop, LoopRV):
-            raise ScheduleError(f"{primitive}: expected a LoopRV, got {loop!r}")
-        iv = self._symbols.get(loop)
-        if iv is None:
-            raise ScheduleError(f"{primitive}: loop {loop} does not belong to this schedule")
+        iv = self._target(loop, LoopRV, primitive)
+        if not isinstance(iv, IterVar):
+            raise ScheduleError(f"{primitive}: {loop} marks the {iv} location, not a loop")
         if iv.consumed_by is not None:
             raise ScheduleError(
                 f"{primitive}: loop {loop} ({iv.name}) no longer exists: a {iv.consumed_by} replaced it; "
@@ -87,61 +91,170 @@ class Schedule:
         for stage in self.state.stages:
             if any(lv is iv for lv in stage.leaves):
                 return iv, stage
-        raise ScheduleError(f"{primitive}: loop {loop} ({iv.name}) is not a loop of any block")
+        raise ScheduleError(f"{primitive}: loop {loop} ({iv.name}) no longer exists: its block was inlined "
+                            f"or its loops were regenerated by compute_at")
+
+    def _int(self, value: Factor, primitive: str) -> Optional[int]:
+        if isinstance(value, ExprRV):
+            return self._target(value, ExprRV, primitive)
+        return value
 
     def get(self, rv: RV) -> object:
-        """What a handle stands for: a loop's name and extent, a block's name."""
-        target = self._symbols.get(rv)
-        if target is None:
-            raise ScheduleError(f"{rv} does not belong to this schedule")
-        if isinstance(target, StageState):
-            return target.name
-        return target
+        """What a handle stands for: an ExprRV's integer, a LoopRV's loop (with ``name`` and
+        ``extent``), a BlockRV's block name."""
+        target = self._target(rv, RV, "get")
+        return target.name if isinstance(target, StageState) else target
+
+    # -- recording -------------------------------------------------------------------------
+    def _record(self, kind: str, inputs: Sequence[object], attrs: Sequence[object] = (),
+                outputs: Sequence[RV] = (), decision: Any = None) -> None:
+        if KINDS[kind].sampling:
+            self._decisions[len(self._insts)] = decision
+        self._insts.append(Instruction(kind, tuple(inputs), tuple(attrs), tuple(outputs)))
+
+    @property
+    def trace(self) -> Trace:
+        """The instructions run so far and their decisions."""
+        return Trace(tuple(self._insts), self._decisions)
+
+    @classmethod
+    def from_trace(cls, workload: Workload, trace: Trace, seed: Optional[int] = None) -> Schedule:
+        """Replay ``trace`` on ``workload``, checking every precondition again. A
+        ``ScheduleError`` names the instruction that failed (its index and its text)."""
+        sch = cls(workload, seed)
+        decisions = trace.decisions
+        rvs: dict[str, RV] = {}
+        for index, inst in enumerate(trace.insts):
+            kind = KINDS[inst.kind]
+            inputs = [rvs[x.name] if isinstance(x, RV) else x for x in inst.inputs]
+            sch._pending_names = [out.name for out in inst.outputs]
+            try:
+                result = sch._apply(kind, inputs, list(inst.attrs), decisions.get(index))
+            except ScheduleError as err:
+                text = str(Trace((inst,), {0: decisions[index]} if index in decisions else {})).strip()
+                raise ScheduleError(f"instruction {index} `{text}`: {err}") from None
+            finally:
+                sch._pending_names = []
+            outs = [] if result is None else list(result) if isinstance(result, list) else [result]
+            if len(outs) != len(inst.outputs):
+                raise ScheduleError(f"instruction {index}: it made {len(outs)} outputs where the trace names "
+                                    f"{len(inst.outputs)}")
+            rvs.update((out.name, out) for out in outs)
+        return sch
+
+    def _apply(self, kind, inputs: list, attrs: list, decision: Any) -> Any:
+        """Call the primitive of ``kind`` with a trace's inputs and attributes."""
+        args: list = []
+        for param in kind.params:
+            if param.role == "input":
+                args.append(inputs.pop(0))
+            elif param.role == "inputs":
+                args.extend(inputs)
+                inputs = []
+            elif param.role == "input_list":
+                args.append(list(inputs))
+                inputs = []
+            else:
+                args.append(attrs.pop(0))
+        if kind.sampling:
+            return getattr(self, kind.method)(*args, decision=decision)
+        return getattr(self, kind.method)(*args)
+
+    def copy(self) -> Schedule:
+        """An independent schedule in the same state, with the same trace and handles."""
+        other = Schedule.__new__(Schedule)
+        clones: dict[int, object] = {}
+        other.workload = self.workload
+        other.state = self.state.copy(clones)
+        other.rng = np.random.default_rng(self.rng.integers(2**63))
+        other._uid = next(_uids)
+        other._symbols = {}
+        for rv, target in self._symbols.items():
+            other._symbols[type(rv)(rv.name, other._uid)] = clones.get(id(target), target)
+        other._counter = self._counter
+        other._insts = list(self._insts)
+        other._decisions = dict(self._decisions)
+        other._pending_names = []
+        return other
 
     # -- queries ---------------------------------------------------------------------------
     def get_block(self, name: str) -> BlockRV:
-        """The block that computes tensor ``name``."""
+        """The block named ``name`` (the statement that defines tensor ``name``, or a block
+        that a primitive made)."""
         try:
             stage = self.state.stage(name)
         except KeyError:
             names = ", ".join(s.name for s in self.state.stages)
             raise ScheduleError(f"get_block: no block named {name!r}; the blocks are {names}") from None
-        return self._new(BlockRV, stage)
+        rv = self._new(BlockRV, stage)
+        self._record("GetBlock", (), (name,), (rv,))
+        return rv
 
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
-        """The loops around ``block``, outermost first."""
+        """The loops around ``block``, outermost first: those of the blocks it is computed
+        inside, down to its attach point, then its own."""
         stage = self._stage(block, "get_loops")
-        return [self._new(LoopRV, lv) for lv in stage.leaves]
+        chain: list[IterVar] = list(stage.leaves)
+        attach = stage.attach
+        while attach is not None:
+            target = attach.target
+            chain[:0] = target.leaves[:target.leaves.index(attach.loop) + 1]
+            attach = target.attach
+        loops = [self._new(LoopRV, iv) for iv in chain]
+        self._record("GetLoops", (block,), (), loops)
+        return loops
 
-    # -- loop transformations --------------------------------------------------------------
+    def get_producers(self, block: BlockRV) -> list[BlockRV]:
+        """The blocks whose outputs ``block`` reads."""
+        stage = self._stage(block, "get_producers")
+        blocks = [self._new(BlockRV, s) for s in self.state.producers(stage)]
+        self._record("GetProducers", (block,), (), blocks)
+        return blocks
+
+    def get_consumers(self, block: BlockRV) -> list[BlockRV]:
+        """The blocks that read the output of ``block``."""
+        stage = self._stage(block, "get_consumers")
+        blocks = [self._new(BlockRV, s) for s in self.state.consumers(stage)]
+        self._record("GetConsumers", (block,), (), blocks)
+        return blocks
+
+    # -- loop primitives -------------------------------------------------------------------
     def split(self, loop: LoopRV, factors: Sequence[Factor]) -> list[LoopRV]:
         """Split ``loop`` into ``len(factors)`` nested loops of those extents, outermost first.
         At most one factor may be None: it becomes the smallest extent that covers the loop.
-        Factors that overshoot the loop's extent are fine: lowering guards the extra iterations."""
+        Factors that overshoot the loop's extent are fine: lowering guards the extra
+        iterations. A factor may be an ExprRV (from ``sample_perfect_tile``)."""
         iv, stage = self._loop(loop, "split")
-        factors = list(factors)
-        if len(factors) < 2:
-            raise ScheduleError(f"split: loop {loop} ({iv.name}) needs at least 2 factors, got {factors}")
-        missing = [k for k, f in enumerate(factors) if f is None]
+        given = list(factors)
+        values = [self._int(f, "split") for f in given]
+        if len(values) < 2:
+            raise ScheduleError(f"split: loop {loop} ({iv.name}) needs at least 2 factors, got {values}")
+        missing = [k for k, f in enumerate(values) if f is None]
         if len(missing) > 1:
-            raise ScheduleError(f"split: at most one factor may be None, got {factors}")
-        for f in factors:
-            if f is not None and (isinstance(f, bool) or not isinstance(f, int) or f < 1):
-                raise ScheduleError(f"split: factors must be positive integers or None, got {factors}")
-        known = prod(f for f in factors if f is not None)
+            raise ScheduleError(f"split: at most one factor may be None, got {values}")
+        for f in values:
+            if f is not None and (isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 1):
+                raise ScheduleError(f"split: factors must be positive integers or None, got {values}")
+        known = prod(int(f) for f in values if f is not None)
         if missing:
-            factors[missing[0]] = -(-iv.extent // known)
+            values[missing[0]] = -(-iv.extent // known)
         elif known < iv.extent:
             raise ScheduleError(
-                f"split: factors {factors} cover {known} iterations, fewer than loop {loop} ({iv.name}) "
+                f"split: factors {values} cover {known} iterations, fewer than loop {loop} ({iv.name}) "
                 f"has ({iv.extent})")
-        children = tuple(
-            IterVar(self.state.fresh_name(f"{iv.name}_{k}"), f, iv.is_reduce) for k, f in enumerate(factors))
+        children = tuple(IterVar(self.state.fresh_name(f"{iv.name}_{k}"), int(f), iv.is_reduce)
+                         for k, f in enumerate(values))
         stage.relations.append(Split(iv, children))
         position = stage.leaves.index(iv)
         stage.leaves[position:position + 1] = children
         iv.consumed_by = "split"
-        return [self._new(LoopRV, c) for c in children]
+        # Stages attached at the split loop now sit inside its innermost part.
+        for s in self.state.stages:
+            if s.attach is not None and s.attach.loop is iv:
+                s.attach.loop = children[-1]
+        loops = [self._new(LoopRV, c) for c in children]
+        self._record("Split", (loop, *given), (), loops)
+        return loops
 
     def fuse(self, *loops: LoopRV) -> LoopRV:
         """Fuse adjacent loops of one block, given outermost first, into one loop."""
@@ -159,23 +272,44 @@ class Schedule:
                 f"fuse: cannot fuse a spatial loop with a reduction loop ({', '.join(iv.name for iv in ivs)})")
         if any(iv.kind is not ForKind.SERIAL for iv in ivs):
             raise ScheduleError("fuse: loops must be serial (fuse before parallel, vectorize or unroll)")
+        for other in self.state.attached_at(stage):
+            if other.attach.after and any(other.attach.loop is iv for iv in ivs[:-1]):
+                raise ScheduleError(
+                    f"fuse: block {other.name} is computed after loop {other.attach.loop.name}; fusing that loop "
+                    f"with the loops inside it would run {other.name} before its input is complete")
         fused = IterVar(self.state.fresh_name("_".join(iv.name for iv in ivs) + "_fused"),
                         prod(iv.extent for iv in ivs), ivs[0].is_reduce)
         stage.relations.append(Fuse(tuple(ivs), fused))
         stage.leaves[position:position + len(ivs)] = [fused]
         for iv in ivs:
             iv.consumed_by = "fuse"
-        return self._new(LoopRV, fused)
+        for s in self.state.stages:
+            if s.attach is not None and any(s.attach.loop is iv for iv in ivs):
+                s.attach.loop = fused
+        rv = self._new(LoopRV, fused)
+        self._record("Fuse", loops, (), (rv,))
+        return rv
 
     def reorder(self, *ordered_loops: LoopRV) -> None:
         """Put the given loops of one block in the given order, in the places they occupy now;
-        the block's other loops stay where they are."""
+        the block's other loops stay where they are. No loop may move past a loop at which
+        another block is computed."""
         if not ordered_loops:
             raise ScheduleError("reorder: needs at least one loop")
         ivs, stage = self._same_block(ordered_loops, "reorder")
         positions = sorted(stage.leaves.index(iv) for iv in ivs)
+        new_leaves = list(stage.leaves)
         for position, iv in zip(positions, ivs):
-            stage.leaves[position] = iv
+            new_leaves[position] = iv
+        for other in self.state.attached_at(stage):
+            p = stage.leaves.index(other.attach.loop)
+            if new_leaves[p] is not other.attach.loop or \
+                    {id(x) for x in new_leaves[:p]} != {id(x) for x in stage.leaves[:p]}:
+                raise ScheduleError(
+                    f"reorder: block {other.name} is computed at loop {other.attach.loop.name} of block "
+                    f"{stage.name}; loops cannot move past that point")
+        stage.leaves[:] = new_leaves
+        self._record("Reorder", ordered_loops)
 
     def _same_block(self, loops: Sequence[LoopRV], primitive: str) -> tuple[list[IterVar], StageState]:
         found = [self._loop(rv, primitive) for rv in loops]
@@ -188,29 +322,171 @@ class Schedule:
             raise ScheduleError(f"{primitive}: a loop is given twice: {', '.join(str(rv) for rv in loops)}")
         return ivs, found[0][1]
 
-    # -- loop kinds ------------------------------------------------------------------------
-    def _set_kind(self, loop: LoopRV, kind: ForKind, primitive: str) -> None:
+    def _set_kind(self, loop: LoopRV, kind: ForKind, primitive: str, inst: str) -> None:
         iv, stage = self._loop(loop, primitive)
         if iv.is_reduce and kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
             what = "threads" if kind is ForKind.PARALLEL else "vector lanes"
             raise ScheduleError(
                 f"{primitive}: loop {loop} ({iv.name}) of block {stage.name} is a reduction loop: "
-                f"its {what} would all update the same elements of {stage.name}")
+                f"its {what} would all update the same elements of {stage.buffer}")
         if iv.kind is not ForKind.SERIAL and iv.kind is not kind:
             raise ScheduleError(f"{primitive}: loop {loop} ({iv.name}) is already {iv.kind.value}")
         iv.kind = kind
+        self._record(inst, (loop,))
 
     def parallel(self, loop: LoopRV) -> None:
         """Run the iterations of ``loop`` on all cores."""
-        self._set_kind(loop, ForKind.PARALLEL, "parallel")
+        self._set_kind(loop, ForKind.PARALLEL, "parallel", "Parallel")
 
     def vectorize(self, loop: LoopRV) -> None:
-        """Run the iterations of ``loop`` as the lanes of vector instructions."""
-        self._set_kind(loop, ForKind.VECTORIZED, "vectorize")
+        """Run the iterations of ``loop`` as the lanes of vector instructions. A loop whose
+        body holds other loops (or a stage computed inside it) runs as an ordinary loop."""
+        self._set_kind(loop, ForKind.VECTORIZED, "vectorize", "Vectorize")
 
     def unroll(self, loop: LoopRV) -> None:
         """Copy the body of ``loop`` out once per iteration."""
-        self._set_kind(loop, ForKind.UNROLLED, "unroll")
+        self._set_kind(loop, ForKind.UNROLLED, "unroll", "Unroll")
+
+    # -- stage primitives ------------------------------------------------------------------
+    def compute_inline(self, block: BlockRV) -> None:
+        """Substitute the computation of an element-wise, non-output block into every block
+        that reads it; the block disappears."""
+        compute_location.compute_inline(self.state, self._stage(block, "compute_inline"))
+        self._record("ComputeInline", (block,))
+
+    def reverse_compute_inline(self, block: BlockRV) -> None:
+        """Fold an element-wise block into its only producer, which then writes the block's
+        output; the block disappears."""
+        compute_location.reverse_compute_inline(self.state, self._stage(block, "reverse_compute_inline"))
+        self._record("ReverseComputeInline", (block,))
+
+    def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        """Compute ``block`` inside ``loop`` of its only consumer, just the region one iteration
+        of that loop reads. ``loop`` may also be the root or inline mark of
+        ``sample_compute_location``."""
+        stage = self._stage(block, "compute_at")
+        mark = self._target(loop, LoopRV, "compute_at")
+        if mark == ROOT:
+            compute_location.compute_root(self.state, stage)
+        elif mark == INLINE:
+            compute_location.compute_inline(self.state, stage)
+        else:
+            iv, target = self._loop(loop, "compute_at")
+            compute_location.compute_at(self.state, stage, target, iv)
+        self._record("ComputeAt", (block, loop))
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
+        """Compute element-wise ``block`` inside ``loop`` of its producer, right after the
+        region of the producer that one iteration of the loop completes."""
+        stage = self._stage(block, "reverse_compute_at")
+        iv, target = self._loop(loop, "reverse_compute_at")
+        compute_location.reverse_compute_at(self.state, stage, target, iv)
+        self._record("ReverseComputeAt", (block, loop))
+
+    def cache_read(self, block: BlockRV, read_index: int, scope: str) -> BlockRV:
+        """A new block that copies the ``read_index``-th tensor ``block`` reads (in order of
+        first use) into a buffer of ``scope`` ("global" or "local"); ``block`` then reads the
+        copy. Returns the new block."""
+        stage = self._stage(block, "cache_read")
+        made = cache.cache_read(self.state, stage, read_index, scope)
+        rv = self._new(BlockRV, made)
+        self._record("CacheRead", (block,), (read_index, scope), (rv,))
+        return rv
+
+    def cache_write(self, block: BlockRV, write_index: int, scope: str) -> BlockRV:
+        """``block`` now writes into a new buffer of ``scope``; a new block copies that buffer
+        to the tensor ``block`` wrote. Returns the new (copying) block."""
+        stage = self._stage(block, "cache_write")
+        made = cache.cache_write(self.state, stage, write_index, scope)
+        rv = self._new(BlockRV, made)
+        self._record("CacheWrite", (block,), (write_index, scope), (rv,))
+        return rv
+
+    def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
+        """Factorise a reduction over ``loop``: a new block reduces everything but ``loop`` into
+        a tensor with ``loop`` as a new spatial axis at position ``factor_axis``; the original
+        block then reduces that tensor over ``loop``. Returns the new block."""
+        iv, stage = self._loop(loop, "rfactor")
+        made = rfactor_impl.rfactor(self.state, stage, iv, factor_axis)
+        rv = self._new(BlockRV, made)
+        self._record("RFactor", (loop,), (factor_axis,), (rv,))
+        return rv
+
+    # -- annotations -----------------------------------------------------------------------
+    def _annotated(self, target: Union[BlockRV, LoopRV], primitive: str) -> dict:
+        if isinstance(target, BlockRV):
+            return self._stage(target, primitive).annotations
+        return self._loop(target, primitive)[0].annotations
+
+    def annotate(self, block_or_loop: Union[BlockRV, LoopRV], key: str, value: object) -> None:
+        """Attach ``key = value`` to a block or a loop; it shows in the program and travels
+        with the loop into the loop program. ``value`` may be an ExprRV."""
+        if not isinstance(key, str) or not key:
+            raise ScheduleError(f"annotate: the key must be a non-empty string, got {key!r}")
+        resolved = self._int(value, "annotate") if isinstance(value, ExprRV) else value
+        if not isinstance(resolved, (int, float, str)) or isinstance(resolved, bool):
+            raise ScheduleError(f"annotate: the value must be an int, float, str or ExprRV, got {value!r}")
+        self._annotated(block_or_loop, "annotate")[key] = resolved
+        self._record("Annotate", (block_or_loop, value), (key,))
+
+    def unannotate(self, block_or_loop: Union[BlockRV, LoopRV], key: str) -> None:
+        """Remove annotation ``key`` from a block or a loop."""
+        annotations = self._annotated(block_or_loop, "unannotate")
+        if key not in annotations:
+            raise ScheduleError(f"unannotate: {block_or_loop} has no annotation {key!r}")
+        del annotations[key]
+        self._record("Unannotate", (block_or_loop,), (key,))
+
+    # -- sampling --------------------------------------------------------------------------
+    def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
+                            decision: Optional[Sequence[int]] = None) -> list[ExprRV]:
+        """``n`` factors whose product is exactly the loop's extent, the innermost at most
+        ``max_innermost_factor``. A given ``decision`` that no longer fits the loop is
+        repaired by MetaSchedule's rule (see ``sampling.repair_perfect_tile``)."""
+        iv, _ = self._loop(loop, "sample_perfect_tile")
+        if not isinstance(n, int) or n < 1:
+            raise ScheduleError(f"sample_perfect_tile: n must be a positive integer, got {n!r}")
+        if decision is None:
+            factors = sampling.sample_perfect_tile(self.rng, iv.extent, n, max_innermost_factor)
+        else:
+            if len(decision) != n or any(not isinstance(f, (int, np.integer)) or f < 1 for f in decision):
+                raise ScheduleError(f"sample_perfect_tile: decision {list(decision)} is not {n} positive integers")
+            factors = sampling.repair_perfect_tile(iv.extent, [int(f) for f in decision])
+        outs = [self._new(ExprRV, int(f)) for f in factors]
+        self._record("SamplePerfectTile", (loop,), (n, max_innermost_factor), outs, tuple(factors))
+        return outs
+
+    def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
+                           decision: Optional[int] = None) -> ExprRV:
+        """One of ``candidates`` drawn with ``probs``; the decision is its index."""
+        candidates, probs = tuple(candidates), tuple(float(p) for p in probs)
+        if not candidates or len(candidates) != len(probs):
+            raise ScheduleError(f"sample_categorical: {len(candidates)} candidates but {len(probs)} probabilities")
+        if decision is None:
+            try:
+                decision = sampling.sample_categorical(self.rng, probs)
+            except ValueError as err:
+                raise ScheduleError(f"sample_categorical: {err}") from None
+        if not isinstance(decision, (int, np.integer)) or not 0 <= decision < len(candidates):
+            raise ScheduleError(f"sample_categorical: decision {decision!r} is not an index into {list(candidates)}")
+        rv = self._new(ExprRV, candidates[decision])
+        self._record("SampleCategorical", (), (candidates, probs), (rv,), int(decision))
+        return rv
+
+    def sample_compute_location(self, block: BlockRV, decision: Optional[int] = None) -> LoopRV:
+        """Where to compute ``block``: -2 inline, -1 root, otherwise the index of a loop of its
+        only consumer at which ``compute_at`` is legal. A decision that is no longer a
+        candidate becomes the nearest candidate below it (MetaSchedule's rule)."""
+        stage = self._stage(block, "sample_compute_location")
+        candidates, loops = compute_location.locations(self.state, stage)
+        if decision is None:
+            decision = int(candidates[self.rng.integers(len(candidates))])
+        else:
+            decision = sampling.repair_compute_location(int(decision), candidates)
+        target: object = INLINE if decision == -2 else ROOT if decision == -1 else loops[decision]
+        rv = self._new(LoopRV, target)
+        self._record("SampleComputeLocation", (block,), (), (rv,), decision)
+        return rv
 
     # -- results ---------------------------------------------------------------------------
     def lower(self) -> PrimFunc:
@@ -221,4 +497,4 @@ class Schedule:
         return str(self.lower())
 
     def __repr__(self) -> str:
-        return f"<Schedule of {self.workload}>"
+        return f"<Schedule of {self.workload!r}, {len(self._insts)} instructions>"

@@ -1,0 +1,203 @@
+"""Where a block computes: inline, at the root, or inside a loop of another block.
+
+Rules kept simple enough to hold for every schedule (each violation is a ``ScheduleError``):
+* a block computed at a loop of another (``compute_at``) has that block as its only consumer,
+  and computes exactly the region one iteration of the loop reads (``lower.bounds``);
+* a block computed after another (``reverse_compute_at``) is element-wise, reads the other
+  with its own spatial variables, and runs outside the other's reduction loops so that it
+  only sees finished values;
+* a block whose loops a primitive regenerates must have no other block computed at them.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from metasched.errors import ScheduleError
+from metasched.ir.analysis import substitute, transform
+from metasched.ir.expr import Expr, IntImm, Load, Var
+from metasched.lower import Attach, IterVar, ScheduleState, StageState
+from metasched.lower.bounds import region
+from metasched.lower.lower import stage_axes
+
+
+def _no_attached(state: ScheduleState, stage: StageState, primitive: str) -> None:
+    attached = state.attached_at(stage)
+    if attached:
+        names = ", ".join(s.name for s in attached)
+        raise ScheduleError(f"{primitive}: block(s) {names} are computed at loops of block {stage.name}; "
+                            f"move them first (compute_at them elsewhere or to the root)")
+
+
+def regenerate_loops(state: ScheduleState, stage: StageState, extents: list[int], why: str) -> None:
+    """Give ``stage`` fresh loops: spatial axes of ``extents``, its reduction axes whole."""
+    st = stage.statement
+    for iv in stage.all_loops():
+        iv.consumed_by = why
+        state.names.discard(iv.name)  # nothing can refer to them any more: the names are free
+    axes = [IterVar(state.fresh_name(a.name), e, False) for a, e in zip(st.axes, extents)]
+    axes += [IterVar(state.fresh_name(a.name), a.extent, True) for a in st.reduce_axes]
+    stage.axes, stage.relations, stage.leaves = axes, [], list(axes)
+
+
+def can_inline(state: ScheduleState, stage: StageState) -> bool:
+    st = stage.statement
+    return not st.is_output and not st.is_reduction and not state.attached_at(stage)
+
+
+def compute_inline(state: ScheduleState, stage: StageState) -> None:
+    st = stage.statement
+    if st.is_output:
+        raise ScheduleError(f"compute_inline: block {stage.name} writes output {st.name}; outputs must be stored")
+    if st.is_reduction:
+        raise ScheduleError(f"compute_inline: block {stage.name} is a reduction; only element-wise blocks inline")
+    _no_attached(state, stage, "compute_inline")
+    names = [a.name for a in st.axes]
+
+    def inline(e: Expr):
+        if isinstance(e, Load) and e.buffer == st.name:
+            return substitute(st.body, dict(zip(names, e.indices)))
+        return None
+
+    for consumer in state.consumers(stage):
+        consumer.statement = replace(consumer.statement, body=transform(consumer.statement.body, inline))
+    state.stages.remove(stage)
+
+
+def _loads_of(body: Expr, buffer: str) -> list[Load]:
+    found: list[Load] = []
+
+    def visit(e: Expr):
+        if isinstance(e, Load) and e.buffer == buffer:
+            found.append(e)
+        return None
+
+    transform(body, visit)
+    return found
+
+
+def reverse_compute_inline(state: ScheduleState, stage: StageState) -> None:
+    st = stage.statement
+    primitive = "reverse_compute_inline"
+    if st.is_reduction:
+        raise ScheduleError(f"{primitive}: block {stage.name} is a reduction; only element-wise blocks inline")
+    _no_attached(state, stage, primitive)
+    producers = state.producers(stage)
+    if len(producers) != 1:
+        names = ", ".join(p.name for p in producers) or "none"
+        raise ScheduleError(f"{primitive}: block {stage.name} must read the output of exactly one block "
+                            f"(it reads {names})")
+    producer = producers[0]
+    pst = producer.statement
+    own = tuple(Var(a.name) for a in st.axes)
+    if any(load.indices != own for load in _loads_of(st.body, pst.name)) or pst.shape != st.shape:
+        raise ScheduleError(f"{primitive}: block {stage.name} must read {pst.name} at exactly its own indices "
+                            f"[{', '.join(a.name for a in st.axes)}]")
+    if pst.is_reduction:
+        raise ScheduleError(f"{primitive}: producer {producer.name} is a reduction; its values are complete "
+                            f"only after its reduction loops (use reverse_compute_at)")
+    if pst.is_output:
+        raise ScheduleError(f"{primitive}: producer {producer.name} writes output {pst.name}, which must stay")
+    if state.consumers(producer) != [stage]:
+        raise ScheduleError(f"{primitive}: {pst.name} is read by blocks other than {stage.name}")
+    if producer.attach is not None or any(s.attach.after for s in state.attached_at(producer)):
+        raise ScheduleError(f"{primitive}: producer {producer.name} must be computed at the root with no "
+                            f"block computed after it")
+    rename = {a.name: Var(p.name) for a, p in zip(st.axes, pst.axes)}
+
+    def fold(e: Expr):
+        if isinstance(e, Load) and e.buffer == pst.name:
+            return pst.body
+        return None
+
+    body = transform(substitute(st.body, rename), fold)
+    producer.statement = replace(pst, name=st.name, body=body, is_output=st.is_output)
+    producer.scope = stage.scope
+    state.stages.remove(stage)
+
+
+def compute_root(state: ScheduleState, stage: StageState) -> None:
+    if stage.attach is None:
+        return
+    _no_attached(state, stage, "compute_at")
+    stage.attach = None
+    regenerate_loops(state, stage, list(stage.statement.shape), "compute_at")
+
+
+def compute_at(state: ScheduleState, stage: StageState, target: StageState, loop: IterVar) -> None:
+    primitive = "compute_at"
+    if target is stage:
+        raise ScheduleError(f"{primitive}: block {stage.name} cannot be computed at its own loop")
+    consumers = state.consumers(stage)
+    if consumers != [target]:
+        names = ", ".join(c.name for c in consumers) or "none"
+        raise ScheduleError(f"{primitive}: block {stage.name} must have {target.name} as its only consumer "
+                            f"(its consumers: {names})")
+    _no_attached(state, stage, primitive)
+    position = target.leaves.index(loop)
+    inner = {lv.name: lv.extent for lv in target.leaves[position + 1:]}
+    glob, _, reduce = stage_axes(target, {})
+    tst = target.statement
+    mapping = dict(zip([a.name for a in tst.axes], glob))
+    mapping.update(zip([a.name for a in tst.reduce_axes], reduce))
+    accesses = [[substitute(i, mapping) for i in load.indices] for load in _loads_of(tst.body, stage.buffer)]
+    spans = region(accesses, inner, stage.statement.shape)
+    regenerate_loops(state, stage, [extent for _, extent in spans], primitive)
+    stage.attach = Attach(target, loop, False, tuple(start for start, _ in spans),
+                          compact=not stage.statement.is_output)
+
+
+def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageState, loop: IterVar) -> None:
+    primitive = "reverse_compute_at"
+    st, tst = stage.statement, target.statement
+    if target is stage:
+        raise ScheduleError(f"{primitive}: block {stage.name} cannot be computed at its own loop")
+    if st.is_reduction:
+        raise ScheduleError(f"{primitive}: block {stage.name} is a reduction; only element-wise blocks can "
+                            f"follow a producer's loop")
+    if not stage.reads(tst.name):
+        raise ScheduleError(f"{primitive}: block {stage.name} does not read {tst.name}, the output of "
+                            f"{target.name}")
+    if target.attach is not None:
+        raise ScheduleError(f"{primitive}: block {target.name} must be computed at the root")
+    _no_attached(state, stage, primitive)
+    position = target.leaves.index(loop)
+    first_reduce = next((k for k, lv in enumerate(target.leaves) if lv.is_reduce), len(target.leaves))
+    if position >= first_reduce:
+        raise ScheduleError(f"{primitive}: loop {loop.name} lies inside the reduction loops of {target.name}; "
+                            f"{stage.name} would read partial sums")
+    order = state.stages.index(target)
+    for other in state.producers(stage):
+        if other is not target and (other.attach is not None or state.stages.index(other) > order):
+            raise ScheduleError(f"{primitive}: block {stage.name} also reads {other.buffer}, which is not "
+                                f"computed before {target.name}")
+    # Which of the stage's axes each dimension of the target's tensor is read with.
+    axis_of_dim: dict[int, int] = {}
+    names = [a.name for a in st.axes]
+    for load in _loads_of(st.body, tst.name):
+        for d, index in enumerate(load.indices):
+            if not (isinstance(index, Var) and index.name in names) or axis_of_dim.get(d, index.name) != index.name:
+                raise ScheduleError(f"{primitive}: block {stage.name} must read {tst.name} with its own "
+                                    f"spatial variables, one per dimension (it reads {load})")
+            axis_of_dim[d] = index.name
+    glob, _, _ = stage_axes(target, {})
+    inner = {lv.name: lv.extent for lv in target.leaves[position + 1:]}
+    spans = region([glob], inner, tst.shape)
+    starts: list[Expr] = [IntImm(0)] * len(names)
+    extents = list(st.shape)
+    for d, name in axis_of_dim.items():
+        a = names.index(name)
+        starts[a], extents[a] = spans[d][0], min(spans[d][1], st.shape[a])
+    regenerate_loops(state, stage, extents, primitive)
+    stage.attach = Attach(target, loop, True, tuple(starts), compact=False)
+
+
+def locations(state: ScheduleState, stage: StageState) -> tuple[list[int], list[IterVar]]:
+    """The candidate decisions of ``sample_compute_location`` (sorted: -2 inline where legal,
+    -1 root, then loop indices) and the loops those indices name."""
+    candidates = ([-2] if can_inline(state, stage) else []) + [-1]
+    consumers = state.consumers(stage)
+    if len(consumers) == 1 and not state.attached_at(stage):
+        loops = list(consumers[0].leaves)
+        candidates += list(range(len(loops)))
+        return candidates, loops
+    return candidates, []
