@@ -7,14 +7,22 @@ on numpy arrays.
 from metasched import workloads
 from metasched.build import build
 from metasched.codegen import CodegenOptions, Kernel
-from metasched.errors import KernelArgumentError, MetaschedError, MismatchError, ParseError, ScheduleError
+from metasched.errors import (
+    KernelArgumentError,
+    MetaschedError,
+    MismatchError,
+    ParseError,
+    ScheduleError,
+    TraceError,
+)
 from metasched.lang import Workload, assert_outputs_close, load, parse
-from metasched.schedule import BlockRV, LoopRV, Schedule
+from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace
+from metasched.schedule.trace import diff
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BlockRV", "CodegenOptions", "Kernel", "KernelArgumentError", "LoopRV", "MetaschedError",
-    "MismatchError", "ParseError", "Schedule", "ScheduleError", "Workload", "assert_outputs_close",
-    "build", "load", "parse", "workloads",
+    "BlockRV", "CodegenOptions", "ExprRV", "Instruction", "Kernel", "KernelArgumentError", "LoopRV",
+    "MetaschedError", "MismatchError", "ParseError", "Schedule", "ScheduleError", "Trace", "TraceError",
+    "Workload", "assert_outputs_close", "build", "diff", "load", "parse", "workloads",
 ]

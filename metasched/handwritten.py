@@ -1,9 +1,13 @@
-"""Hand-written schedules of built-in workloads, made of loop primitives only.
+"""Hand-written schedules of built-in workloads.
 
-They are the yardstick a search must beat, the demo of the README and the subject of
-``bench/loops.py``. Each takes a workload and returns a ``Schedule``.
+They are the yardstick a search must beat, the demo of the README and the subject of the
+benchmarks: ``tiled_matmul`` and ``tiled_transpose`` use loop primitives only
+(``bench/loops.py``); the others add caches, compute locations and rfactor
+(``bench/schedules.py``). Each takes a workload and returns a ``Schedule``.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule
@@ -45,4 +49,92 @@ def tiled_transpose(workload: Workload, block: str = "C", tile: int = 16, parall
     sch.vectorize(j1)
     if parallel:
         sch.parallel(i0)
+    return sch
+
+
+def cached_matmul(workload: Workload, block: str = "C", epilogue: Optional[str] = None, tile_i: int = 8,
+                  tile_j: int = 32, tile_k: int = 128, parallel: bool = True) -> Schedule:
+    """Ansor's sketch for a matmul with an element-wise epilogue: the ``tiled_matmul`` loops,
+    the tile accumulated in a ``local`` write cache (a ``tile_i x tile_j`` array under the tile
+    loop), the epilogue block (e.g. a ReLU) folded into the cache's copy-out, and the copy-out
+    computed right after each tile, so the result is written once, finished."""
+    sch = Schedule(workload)
+    b = sch.get_block(block)
+    *batch, i, j, k = sch.get_loops(b)
+    i0, i1 = sch.split(i, [None, tile_i])
+    j0, j1 = sch.split(j, [None, tile_j])
+    k0, k1 = sch.split(k, [None, tile_k])
+    sch.reorder(j0, i0, k0, k1, i1, j1)
+    sch.unroll(i1)
+    sch.vectorize(j1)
+    copy_out = sch.cache_write(b, 0, "local")
+    if epilogue is not None:
+        sch.reverse_compute_inline(sch.get_block(epilogue))
+    sch.reverse_compute_at(copy_out, i0)
+    sch.vectorize(sch.get_loops(copy_out)[-1])
+    outer = sch.fuse(*batch, j0) if batch else j0
+    if parallel:
+        sch.parallel(outer)
+    return sch
+
+
+def streamed_column_sum(workload: Workload, block: str = "S", lanes: int = 64, parallel: bool = True) -> Schedule:
+    """``S[j] += X[i, j]`` streaming rows: the reduction loop outside a vectorized column loop,
+    so each thread reads its column block row after row and keeps its sums in registers."""
+    sch = Schedule(workload)
+    b = sch.get_block(block)
+    j, i = sch.get_loops(b)
+    j0, j1 = sch.split(j, [None, lanes])
+    sch.reorder(j0, i, j1)
+    sch.vectorize(j1)
+    if parallel:
+        sch.parallel(j0)
+    return sch
+
+
+def rfactor_column_sum(workload: Workload, block: str = "S", parts: int = 2, lanes: int = 64) -> Schedule:
+    """``S[j] += X[i, j]`` with the rows factorised into ``parts`` partial sums (``rfactor``):
+    each thread sums a contiguous band of rows into its own partial row, streaming whole rows;
+    a short final reduction adds the partial rows."""
+    sch = Schedule(workload)
+    b = sch.get_block(block)
+    j, i = sch.get_loops(b)
+    i0, i1 = sch.split(i, [parts, None])
+    partial = sch.rfactor(i0, 0)
+    p_i0, p_j, p_i1 = sch.get_loops(partial)
+    p_j0, p_j1 = sch.split(p_j, [None, lanes])
+    sch.reorder(p_i0, p_j0, p_i1, p_j1)
+    sch.vectorize(p_j1)
+    sch.parallel(p_i0)
+    j, r = sch.get_loops(b)
+    j0, j1 = sch.split(j, [None, lanes])
+    sch.reorder(j0, r, j1)
+    sch.vectorize(j1)
+    return sch
+
+
+def tiled_conv2d(workload: Workload, tile_f: int = 8, tile_x: int = 8, parallel: bool = True) -> Schedule:
+    """A direct NCHW convolution with padding, bias and ReLU (``conv2d_bias_relu``): the padded
+    input ``P`` stays a root stage (cheap, and it keeps conditionals out of the inner loop);
+    ``Y`` is register-tiled over ``tile_f`` output channels (unrolled) by ``tile_x`` output
+    columns (vectorized, contiguous in memory) and accumulated in a local cache; bias and
+    ReLU are folded into the copy-out after each tile."""
+    sch = Schedule(workload)
+    y_block = sch.get_block("Y")
+    n, f, y, x, c, r, s = sch.get_loops(y_block)
+    f0, f1 = sch.split(f, [None, tile_f])
+    x0, x1 = sch.split(x, [None, tile_x])
+    sch.reorder(n, f0, y, x0, c, r, s, f1, x1)
+    sch.unroll(f1)
+    sch.vectorize(x1)
+    sch.unroll(s)
+    copy_out = sch.cache_write(y_block, 0, "local")
+    sch.reverse_compute_inline(sch.get_block("Z"))
+    sch.reverse_compute_at(copy_out, x0)
+    sch.vectorize(sch.get_loops(copy_out)[-1])
+    outer = sch.fuse(n, f0, y)
+    if parallel:
+        sch.parallel(outer)
+    p_loops = sch.get_loops(sch.get_block("P"))
+    sch.parallel(sch.fuse(*p_loops[:2]))
     return sch

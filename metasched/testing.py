@@ -7,9 +7,9 @@
     def test_every_schedule_computes_the_reference(sch):
         assert_equivalent(sch)
 
-``schedules`` draws random sequences of primitives on random blocks and loops. A drawn step that
-breaks a precondition raises ``ScheduleError``, which changes nothing; the strategy skips that
-step and draws the next one, so every drawn schedule is legal. ``assert_equivalent`` compiles a
+``schedules`` draws random sequences of every primitive (sampling included) on random blocks
+and loops. A drawn step that breaks a precondition raises ``ScheduleError``, which changes
+nothing; the strategy skips that step and draws the next one, so every drawn schedule is legal. ``assert_equivalent`` compiles a
 schedule and compares its outputs on random inputs with the numpy reference under the tolerance
 rule of ``metasched.lang.tolerance``.
 """
@@ -23,7 +23,7 @@ from metasched.build import build
 from metasched.codegen import CodegenOptions
 from metasched.errors import ScheduleError
 from metasched.lang import Workload, assert_outputs_close
-from metasched.schedule import LoopRV, Schedule
+from metasched.schedule import BlockRV, LoopRV, Schedule
 
 # Unrolling copies a body once per iteration: the strategy unrolls only short loops so that
 # nested unrolls stay small enough to compile quickly.
@@ -38,39 +38,88 @@ def _factors(draw: Callable, extent: int) -> list[Optional[int]]:
     return factors
 
 
+STEPS = ("split", "split", "sample_tile_split", "fuse", "reorder", "parallel", "vectorize", "unroll",
+         "compute_inline", "reverse_compute_inline", "reverse_compute_inline", "compute_at",
+         "reverse_compute_at", "reverse_compute_at", "sample_compute_location", "cache_read", "cache_write",
+         "rfactor", "rfactor", "annotate", "unannotate", "get_producers", "get_consumers")
+
+
+def _block(draw: Callable, sch: Schedule) -> BlockRV:
+    return sch.get_block(draw(st.sampled_from([s.name for s in sch.state.stages])))
+
+
+def _loop(draw: Callable, sch: Schedule) -> Optional[LoopRV]:
+    loops = sch.get_loops(_block(draw, sch))
+    return draw(st.sampled_from(loops)) if loops else None
+
+
 def _step(draw: Callable, sch: Schedule) -> None:
     """Draw one primitive with its arguments and apply it (it may raise ScheduleError)."""
-    block = sch.get_block(draw(st.sampled_from([s.name for s in sch.workload.statements])))
-    loops: list[LoopRV] = sch.get_loops(block)
-    kind = draw(st.sampled_from(["split", "split", "fuse", "reorder", "parallel", "vectorize", "unroll"]))
-    if not loops:
-        return
-    if kind == "split":
-        loop = draw(st.sampled_from(loops))
-        sch.split(loop, _factors(draw, sch.get(loop).extent))
-    elif kind == "fuse":
-        if len(loops) < 2:
-            return
-        start = draw(st.integers(0, len(loops) - 2))
-        count = draw(st.integers(2, min(3, len(loops) - start)))
-        sch.fuse(*loops[start:start + count])
-    elif kind == "reorder":
-        if len(loops) < 2:
-            return
-        chosen = draw(st.lists(st.sampled_from(loops), min_size=2, max_size=len(loops), unique=True))
-        sch.reorder(*draw(st.permutations(chosen)))
-    elif kind == "unroll":
-        loop = draw(st.sampled_from(loops))
-        if sch.get(loop).extent <= MAX_UNROLL_EXTENT:
-            sch.unroll(loop)
+    kind = draw(st.sampled_from(STEPS))
+    if kind in ("compute_inline", "reverse_compute_inline", "get_producers", "get_consumers"):
+        getattr(sch, kind)(_block(draw, sch))
+    elif kind in ("compute_at", "reverse_compute_at"):
+        # Mostly aim at a loop of a block this one feeds (or is fed by): a random loop of a
+        # random block is almost always illegal and would test little.
+        block = _block(draw, sch)
+        related = sch.get_consumers(block) if kind == "compute_at" else sch.get_producers(block)
+        if related and draw(st.integers(0, 4)):
+            loops = sch.get_loops(draw(st.sampled_from(related)))
+            loop = draw(st.sampled_from(loops)) if loops else None
+        else:
+            loop = _loop(draw, sch)
+        if loop is not None:
+            getattr(sch, kind)(block, loop)
+    elif kind == "sample_compute_location":
+        block = _block(draw, sch)
+        sch.compute_at(block, sch.sample_compute_location(block))
+    elif kind in ("cache_read", "cache_write"):
+        block = _block(draw, sch)
+        index = draw(st.integers(0, 2)) if kind == "cache_read" else 0
+        getattr(sch, kind)(block, index, draw(st.sampled_from(["global", "local"])))
+    elif kind == "annotate":
+        target = _block(draw, sch) if draw(st.booleans()) else _loop(draw, sch)
+        if target is not None:
+            value = sch.sample_categorical([0, 16, 64], [0.5, 0.25, 0.25]) if draw(st.booleans()) else 1
+            sch.annotate(target, draw(st.sampled_from(["pragma_a", "pragma_b"])), value)
+    elif kind == "unannotate":
+        target = _block(draw, sch) if draw(st.booleans()) else _loop(draw, sch)
+        if target is not None:
+            sch.unannotate(target, draw(st.sampled_from(["pragma_a", "pragma_b"])))
     else:
-        getattr(sch, kind)(draw(st.sampled_from(loops)))
+        loop = _loop(draw, sch)
+        if loop is None:
+            return
+        if kind == "split":
+            sch.split(loop, _factors(draw, sch.get(loop).extent))
+        elif kind == "sample_tile_split":
+            sch.split(loop, sch.sample_perfect_tile(loop, draw(st.integers(2, 3)), draw(st.sampled_from([4, 16]))))
+        elif kind == "rfactor":
+            reduction = [lp for lp in sch.get_loops(_block(draw, sch)) if sch.get(lp).is_reduce]
+            if reduction:
+                sch.rfactor(draw(st.sampled_from(reduction)), draw(st.integers(-1, 1)))
+        elif kind == "fuse":
+            loops = sch.get_loops(_block(draw, sch))
+            if len(loops) >= 2:
+                start = draw(st.integers(0, len(loops) - 2))
+                count = draw(st.integers(2, min(3, len(loops) - start)))
+                sch.fuse(*loops[start:start + count])
+        elif kind == "reorder":
+            loops = sch.get_loops(_block(draw, sch))
+            if len(loops) >= 2:
+                chosen = draw(st.lists(st.sampled_from(loops), min_size=2, max_size=len(loops), unique=True))
+                sch.reorder(*draw(st.permutations(chosen)))
+        elif kind == "unroll":
+            if sch.get(loop).extent <= MAX_UNROLL_EXTENT:
+                sch.unroll(loop)
+        else:
+            getattr(sch, kind)(loop)
 
 
 @st.composite
 def schedules(draw: Callable, workload: Workload, max_steps: int = 8) -> Schedule:
     """A random legal schedule of ``workload`` made of up to ``max_steps`` primitives."""
-    sch = Schedule(workload)
+    sch = Schedule(workload, seed=draw(st.integers(0, 2**32 - 1)))
     for _ in range(draw(st.integers(0, max_steps))):
         try:
             _step(draw, sch)

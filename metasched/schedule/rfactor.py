@@ -41,6 +41,9 @@ def rfactor(state: ScheduleState, stage: StageState, loop: IterVar, factor_axis:
         for g in reduce_guards[1:]:
             cond = BinOp("and", cond, g)
         body = Select(cond, body, FloatImm(reduce_init(st.reduce_op), st.dtype))
+    for iv in stage.all_loops():
+        if iv.is_reduce:
+            state.names.discard(iv.name)  # consumed below: the partial reduction reuses the names
     rf_axis = Axis(loop.name, loop.extent)
     rf_axes = st.axes[:factor_axis] + (rf_axis,) + st.axes[factor_axis:]
     rf_name = state.fresh_name(f"{st.name}_rf")

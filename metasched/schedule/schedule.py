@@ -51,6 +51,8 @@ class Schedule:
         self._insts: list[Instruction] = []
         self._decisions: dict[int, Any] = {}
         self._pending_names: list[str] = []
+        # Handles of the schedules this one was copied from, as they were at the copy.
+        self._inherited: dict[int, frozenset[str]] = {}
 
     # -- handles ---------------------------------------------------------------------------
     def _new(self, cls: type, target: object) -> RV:
@@ -70,7 +72,7 @@ class Schedule:
         if not isinstance(rv, cls):
             raise ScheduleError(f"{primitive}: expected a {cls.__name__}, got {rv!r}")
         target = self._symbols.get(rv)
-        if target is None or rv.owner != self._uid:
+        if target is None or (rv.owner != self._uid and rv.name not in self._inherited.get(rv.owner, ())):
             raise ScheduleError(f"{primitive}: {rv} does not belong to this schedule")
         return target
 
@@ -161,7 +163,8 @@ class Schedule:
         return getattr(self, kind.method)(*args)
 
     def copy(self) -> Schedule:
-        """An independent schedule in the same state, with the same trace and handles."""
+        """An independent schedule in the same state, with the same trace; the handles made
+        so far work on both (handles made later belong to the schedule that made them)."""
         other = Schedule.__new__(Schedule)
         clones: dict[int, object] = {}
         other.workload = self.workload
@@ -175,6 +178,7 @@ class Schedule:
         other._insts = list(self._insts)
         other._decisions = dict(self._decisions)
         other._pending_names = []
+        other._inherited = {**self._inherited, self._uid: frozenset(rv.name for rv in self._symbols)}
         return other
 
     # -- queries ---------------------------------------------------------------------------

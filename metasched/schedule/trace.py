@@ -88,7 +88,7 @@ class Trace:
         return {
             "version": JSON_VERSION,
             "insts": [{"kind": inst.kind,
-                       "inputs": [{"rv": v.name} if isinstance(v, RV) else _json_literal(v) for v in inst.inputs],
+                       "inputs": [_json_input(v) for v in inst.inputs],
                        "attrs": [_json_literal(a) for a in inst.attrs],
                        "outputs": [rv.name for rv in inst.outputs]} for inst in self._insts],
             "decisions": {str(i): _json_literal(d) for i, d in self._decisions},
@@ -96,7 +96,8 @@ class Trace:
 
     @classmethod
     def from_json(cls, obj: Any) -> Trace:
-        """The trace of a JSON form made by ``to_json`` (of this or an earlier version).
+        """The trace whose JSON form ``obj`` is (what ``to_json`` made, after any trip through
+        ``json``: tuples come back from lists).
 
         Raises ``TraceError`` for an unknown version or kind and for any malformed entry."""
         return _JsonReader().read(obj)
@@ -109,15 +110,16 @@ class Trace:
         is not a sampling instruction or when the decision has the wrong shape for it."""
         if not isinstance(index, numbers.Integral) or not 0 <= index < len(self._insts):
             raise TraceError(f"no instruction {index}: the trace has {len(self._insts)}")
-        decisions = self.decisions
+        inst, decisions = self._insts[index], self.decisions
+        decision = _normalise(decision)
+        if decision is not None or not KINDS[inst.kind].sampling:
+            problem = decision_problem(inst, decision)
+            if problem is not None:
+                raise TraceError(f"instruction {index} (`{format_instruction(inst)}`): {problem}")
         if decision is None:
             decisions.pop(int(index), None)
-            return Trace(self._insts, decisions)
-        decision = _normalise(decision)
-        problem = decision_problem(self._insts[index], decision)
-        if problem is not None:
-            raise TraceError(f"instruction {index} (`{format_instruction(self._insts[index])}`): {problem}")
-        decisions[int(index)] = decision
+        else:
+            decisions[int(index)] = decision
         return Trace(self._insts, decisions)
 
     def simplified(self) -> Trace:
@@ -152,6 +154,10 @@ def _normalise(value: Any) -> Any:
     return value
 
 
+def _json_input(value: Any) -> Any:
+    return {"rv": value.name} if isinstance(value, RV) else _json_literal(value)
+
+
 def _json_literal(value: Any) -> Any:
     if isinstance(value, tuple):
         return [_json_literal(v) for v in value]
@@ -172,7 +178,8 @@ class _JsonReader:
         if not isinstance(obj, dict) or "version" not in obj:
             raise TraceError("a trace's JSON form is an object with a \"version\"")
         if obj["version"] != JSON_VERSION:
-            raise TraceError(f"unknown trace version {obj['version']!r}: this metasched reads version {JSON_VERSION}")
+            raise TraceError(f"unknown trace version {obj['version']!r}: "
+                             f"this metasched reads version {JSON_VERSION}")
         self._keys(obj, {"version", "insts", "decisions"}, "the trace")
         if not isinstance(obj["insts"], list) or not isinstance(obj["decisions"], dict):
             raise TraceError("\"insts\" must be a list and \"decisions\" an object")
@@ -227,7 +234,8 @@ class _JsonReader:
             return self._literal(value, f"{where}: an input")
         name = value.get("rv")
         if set(value) != {"rv"} or name not in self.defined:
-            raise TraceError(f"{where}: input {value!r} is not a random variable made by an earlier instruction")
+            raise TraceError(f"{where}: input {value!r} is not a random variable "
+                             "made by an earlier instruction")
         return self.defined[name]
 
     def _literal(self, value: Any, what: str) -> Any:
@@ -241,7 +249,8 @@ class _JsonReader:
     def _keys(obj: dict, keys: set[str], what: str) -> None:
         if set(obj) != keys:
             missing, extra = keys - set(obj), set(obj) - keys
-            wrong = [f"missing {sorted(missing)}"] * bool(missing) + [f"unexpected {sorted(extra)}"] * bool(extra)
+            wrong = ([f"missing {sorted(missing)}"] * bool(missing)
+                     + [f"unexpected {sorted(extra)}"] * bool(extra))
             raise TraceError(f"{what} has the wrong keys: {', '.join(wrong)}")
 
 

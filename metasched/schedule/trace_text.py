@@ -1,36 +1,28 @@
-"""The text form of a trace: each instruction printed as the Python call that made it, and parsed
+"""The text form of a trace: each instruction printed as the Python call that made it, and read
 back from that text.
 
 Map of this file:
   * printing - ``format_value``, ``format_instruction``: generic, driven by each kind's params.
-  * syntax - the lark parser of ``grammar/trace.lark`` (built once), the syntax nodes and the
-    Transformer that builds them (``_ToSyntax``). Nothing there knows what a method means.
   * meaning - ``_Reader``: binds each call's arguments to its kind's parameters as Python would,
-    resolves names to earlier outputs, checks targets and decisions.
+    resolves names to earlier outputs, checks targets and decisions. (The syntax is
+    ``trace_syntax``'s.)
   * ``parse_text`` - the entry point; every mistake becomes a ``TraceError`` at a line and column.
 
 Outputs print as assignment targets: none for a kind that makes nothing, ``x = ...`` for a kind
 that makes one value, and a tuple target for a kind that makes a list: ``a, b = ...``, ``a, = ...``
-for a list of one, and no target at all for an empty list. All three are valid Python that
-unpacks what the method returns.
+for a list of one, and no target at all for an empty list. All are valid Python that unpacks
+what the method returns, and the form alone tells the reader how many outputs there are.
 """
 from __future__ import annotations
 
 import difflib
-import functools
-import importlib.resources
 import numbers
-import re
-from dataclasses import dataclass
-from typing import Any, Optional, Union
-
-from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput, v_args
-from lark.exceptions import VisitError
-from lark.lexer import PatternStr
+from typing import Any, Optional
 
 from metasched.errors import TraceError
 from metasched.schedule.instruction import (KINDS, KINDS_BY_METHOD, RV, Instruction, InstructionKind,
                                             decision_problem, output_count)
+from metasched.schedule.trace_syntax import Arg, Call, Line, ListValue, Name, SourceError, Value, parse_lines
 
 # ---------------------------------------------------------------------------------------- printing
 
@@ -88,147 +80,6 @@ def format_instruction(inst: Instruction, decision: Any = None) -> str:
     return f"{', '.join(names)}{trailing} = {call}"
 
 
-# ------------------------------------------------------------------------------------------ syntax
-
-@dataclass(frozen=True)
-class _Node:
-    line: int
-    column: int
-
-
-@dataclass(frozen=True)
-class _Literal(_Node):
-    value: Any
-
-
-@dataclass(frozen=True)
-class _Name(_Node):
-    name: str
-
-
-@dataclass(frozen=True)
-class _List(_Node):
-    items: tuple["_Value", ...]
-
-
-_Value = Union[_Literal, _Name, _List]
-
-
-@dataclass(frozen=True)
-class _Arg(_Node):
-    keyword: Optional[str]
-    value: _Value
-
-
-@dataclass(frozen=True)
-class _Call(_Node):
-    """``receiver.method(args)``; the position is the method's (the receiver may be None)."""
-
-    receiver: Optional[_Name]
-    method: str
-    args: tuple[_Arg, ...]
-
-
-@dataclass(frozen=True)
-class _Line(_Node):
-    targets: tuple[_Name, ...]
-    tuple_targets: bool  # written with a comma: the call returns a list to unpack
-    call: _Call
-
-
-class _Mistake(Exception):
-    def __init__(self, message: str, node: Union[_Node, Token]) -> None:
-        super().__init__(message)
-        self.message, self.line, self.column = message, node.line, node.column
-
-
-def _name(token: Token) -> _Name:
-    return _Name(token.line, token.column, str(token))
-
-
-_UNESCAPE = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t", "0": "\0",
-             "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
-_ESCAPE_SEQUENCE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|.)")
-
-
-def _unquote(token: Token) -> str:
-    def replace(match: re.Match) -> str:
-        code = match.group(1)
-        if len(code) > 1 and int(code[1:], 16) <= 0x10FFFF:
-            return chr(int(code[1:], 16))
-        if code in _UNESCAPE:
-            return _UNESCAPE[code]
-        where = Token("STRING", "", line=token.line, column=token.column + 1 + match.start())
-        raise _Mistake(f"unknown escape sequence '\\{code}' in a string", where)
-    return _ESCAPE_SEQUENCE.sub(replace, str(token)[1:-1])
-
-
-class _ToSyntax(Transformer):
-    """lark tree -> syntax nodes; one method per rule or alias of ``grammar/trace.lark``."""
-
-    def start(self, children: list) -> tuple[_Line, ...]:
-        return tuple(children)
-
-    def instruction(self, children: list) -> _Line:
-        call = children[0]
-        return _Line(call.line, call.column, (), False, call)
-
-    def assign_one(self, children: list) -> _Line:
-        target, call = children
-        return _Line(target.line, target.column, (_name(target),), False, call)
-
-    def assign_tuple(self, children: list) -> _Line:
-        *targets, call = children
-        return _Line(targets[0].line, targets[0].column, tuple(map(_name, targets)), True, call)
-
-    def bare_call(self, children: list) -> _Call:
-        method, *args = children
-        return _Call(method.line, method.column, None, str(method), tuple(args))
-
-    def call(self, children: list) -> _Call:
-        receiver, method, *args = children
-        return _Call(method.line, method.column, _name(receiver), str(method), tuple(args))
-
-    def arg(self, children: list) -> _Arg:
-        value = children[0]
-        return _Arg(value.line, value.column, None, value)
-
-    def keyword_arg(self, children: list) -> _Arg:
-        keyword, value = children
-        return _Arg(keyword.line, keyword.column, str(keyword), value)
-
-    @v_args(meta=True)
-    def list(self, meta, children: list) -> _List:
-        return _List(meta.line, meta.column, tuple(children))
-
-    def int(self, children: list) -> _Literal:
-        return _Literal(children[0].line, children[0].column, int(children[0]))
-
-    def float(self, children: list) -> _Literal:
-        return _Literal(children[0].line, children[0].column, float(children[0]))
-
-    def string(self, children: list) -> _Literal:
-        return _Literal(children[0].line, children[0].column, _unquote(children[0]))
-
-    def name(self, children: list) -> _Name:
-        return _name(children[0])
-
-    def none(self, children: list) -> _Literal:
-        return _Literal(children[0].line, children[0].column, None)
-
-    def true(self, children: list) -> _Literal:
-        return _Literal(children[0].line, children[0].column, True)
-
-    def false(self, children: list) -> _Literal:
-        return _Literal(children[0].line, children[0].column, False)
-
-
-@functools.lru_cache(maxsize=None)
-def _lark() -> Lark:
-    grammar = (importlib.resources.files("metasched.grammar") / "trace.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer="basic", propagate_positions=True, keep_all_tokens=False)
-
-
 # ----------------------------------------------------------------------------------------- meaning
 
 class _Reader:
@@ -240,7 +91,7 @@ class _Reader:
         self.insts: list[Instruction] = []
         self.decisions: dict[int, Any] = {}
 
-    def read(self, line: _Line) -> None:
+    def read(self, line: Line) -> None:
         kind = self._kind(line.call)
         bound, decision = self._bind(kind, line.call)
         inputs: list[Any] = []
@@ -252,8 +103,8 @@ class _Reader:
             elif param.role == "inputs":
                 inputs.extend(self._input(v) for v in value)
             elif param.role == "input_list":
-                if not isinstance(value, _List):
-                    raise _Mistake(f"{param.name} of {kind.method} is a list: write [...]", value)
+                if not isinstance(value, ListValue):
+                    raise SourceError(f"{param.name} of {kind.method} is a list: write [...]", value)
                 inputs.extend(self._input(v) for v in value.items)
             else:
                 attrs.append(self._literal(value, f"{param.name} of {kind.method}"))
@@ -263,35 +114,36 @@ class _Reader:
             value = self._literal(decision.value, "a decision")
             problem = decision_problem(inst, value)
             if not kind.sampling:
-                raise _Mistake(problem, decision)
+                raise SourceError(problem, decision)
             if value is not None:  # decision=None leaves the sampling free, as in Python
                 if problem is not None:
-                    raise _Mistake(problem, decision.value)
+                    raise SourceError(problem, decision.value)
                 self.decisions[len(self.insts)] = value
         for rv in outputs:
             self.defined[rv.name] = (rv, line.line)
         self.insts.append(inst)
 
-    def _kind(self, call: _Call) -> InstructionKind:
+    def _kind(self, call: Call) -> InstructionKind:
         if call.receiver is None or call.receiver.name != "sch":
             where = call.receiver or call
             written = f"{call.receiver.name}.{call.method}" if call.receiver else call.method
             hint = f"; did you mean sch.{call.method}(...)?" if call.method in KINDS_BY_METHOD else ""
-            raise _Mistake(f"{written}(...) is not an instruction: instructions are methods of sch{hint}", where)
+            raise SourceError(f"{written}(...) is not an instruction: instructions are methods of sch{hint}",
+                              where)
         if call.method not in KINDS_BY_METHOD:
             close = difflib.get_close_matches(call.method, list(KINDS_BY_METHOD), n=3)
             hint = "; did you mean " + " or ".join(f"sch.{m}" for m in close) + "?" if close else ""
-            raise _Mistake(f"unknown instruction sch.{call.method}{hint}", call)
+            raise SourceError(f"unknown instruction sch.{call.method}{hint}", call)
         return KINDS_BY_METHOD[call.method]
 
-    def _bind(self, kind: InstructionKind, call: _Call) -> tuple[dict[str, Any], Optional[_Arg]]:
+    def _bind(self, kind: InstructionKind, call: Call) -> tuple[dict[str, Any], Optional[Arg]]:
         """Arguments to parameters, as Python binds them; the ``decision=`` argument apart."""
         bound: dict[str, Any] = {}
         positional = [a for a in call.args if a.keyword is None]
         keywords = [a for a in call.args if a.keyword is not None]
         for before, arg in zip(call.args, call.args[1:]):
             if before.keyword is not None and arg.keyword is None:
-                raise _Mistake("a positional argument follows a keyword argument", arg)
+                raise SourceError("a positional argument follows a keyword argument", arg)
         taken = 0
         for param in kind.params:
             if param.role == "inputs":  # *args: takes every remaining positional argument
@@ -301,57 +153,57 @@ class _Reader:
                 bound[param.name] = positional[taken].value
                 taken += 1
         if taken < len(positional):
-            raise _Mistake(f"{kind.method} takes {taken} positional argument{'s' * (taken != 1)}, "
+            raise SourceError(f"{kind.method} takes {taken} positional argument{'s' * (taken != 1)}, "
                            f"not {len(positional)}", positional[taken])
         decision = None
         params = {p.name: p for p in kind.params}
         for arg in keywords:
             if arg.keyword == "decision":
                 if decision is not None:
-                    raise _Mistake(f"{kind.method} got two decisions", arg)
+                    raise SourceError(f"{kind.method} got two decisions", arg)
                 decision = arg
                 continue
             param = params.get(arg.keyword)
             if param is None or param.role == "inputs":  # *args cannot be passed by keyword
                 names = ", ".join(p.name for p in kind.params if p.role != "inputs") or "none"
-                raise _Mistake(f"{kind.method} has no keyword argument {arg.keyword} "
+                raise SourceError(f"{kind.method} has no keyword argument {arg.keyword} "
                                f"(its keywords: {names}{', decision' * kind.sampling})", arg)
             if arg.keyword in bound:
-                raise _Mistake(f"{kind.method} got two values for {arg.keyword}", arg)
+                raise SourceError(f"{kind.method} got two values for {arg.keyword}", arg)
             bound[arg.keyword] = arg.value
         missing = [p.name for p in kind.params if p.name not in bound]
         if missing:
-            raise _Mistake(f"{kind.method} is missing {', '.join(missing)}", call)
+            raise SourceError(f"{kind.method} is missing {', '.join(missing)}", call)
         return bound, decision
 
-    def _input(self, value: _Value) -> Any:
-        if isinstance(value, _Name):
+    def _input(self, value: Value) -> Any:
+        if isinstance(value, Name):
             if value.name not in self.defined:
-                raise _Mistake(f"{value.name} is not defined by an earlier instruction", value)
+                raise SourceError(f"{value.name} is not defined by an earlier instruction", value)
             return self.defined[value.name][0]
         return self._literal(value, "an input")
 
-    def _literal(self, value: _Value, what: str) -> Any:
-        if isinstance(value, _Name):
-            raise _Mistake(f"{what} must be a constant (a number, string, None or list), "
+    def _literal(self, value: Value, what: str) -> Any:
+        if isinstance(value, Name):
+            raise SourceError(f"{what} must be a constant (a number, string, None or list), "
                            f"not the name {value.name}", value)
-        if isinstance(value, _List):
+        if isinstance(value, ListValue):
             return tuple(self._literal(v, what) for v in value.items)
         return value.value
 
-    def _outputs(self, kind: InstructionKind, line: _Line, inputs: tuple, attrs: tuple) -> tuple[RV, ...]:
+    def _outputs(self, kind: InstructionKind, line: Line, inputs: tuple, attrs: tuple) -> tuple[RV, ...]:
         targets, call = line.targets, line.call
         if kind.outputs == "none" and targets:
-            raise _Mistake(f"{kind.method} returns nothing: drop the '... ='", targets[0])
+            raise SourceError(f"{kind.method} returns nothing: drop the '... ='", targets[0])
         if kind.outputs == "one" and (line.tuple_targets or not targets):
-            raise _Mistake(f"{kind.method} returns one value: write 'x = sch.{kind.method}(...)'",
+            raise SourceError(f"{kind.method} returns one value: write 'x = sch.{kind.method}(...)'",
                            targets[0] if targets else call)
         if kind.outputs == "list" and targets and not line.tuple_targets:
-            raise _Mistake(f"{kind.method} returns a list: unpack it, as in 'a, b = ...' or 'a, = ...'",
+            raise SourceError(f"{kind.method} returns a list: unpack it, as in 'a, b = ...' or 'a, = ...'",
                            targets[0])
         expected = output_count(kind, inputs, attrs)
         if expected is not None and len(targets) != expected:
-            raise _Mistake(f"{kind.method} here makes {expected} {kind.output_class.__name__}"
+            raise SourceError(f"{kind.method} here makes {expected} {kind.output_class.__name__}"
                            f"{'s' * (expected != 1)}, "
                            f"but {len(targets)} name{'s are' if len(targets) != 1 else ' is'} given",
                            targets[0] if targets else call)
@@ -359,7 +211,7 @@ class _Reader:
         for target in targets:
             if target.name in self.defined or any(rv.name == target.name for rv in outputs):
                 first = self.defined.get(target.name, (None, target.line))[1]
-                raise _Mistake(f"{target.name} is already defined (line {first})", target)
+                raise SourceError(f"{target.name} is already defined (line {first})", target)
             outputs.append(kind.output_class(target.name))
         return tuple(outputs)
 
@@ -368,46 +220,13 @@ def parse_text(text: str) -> tuple[list[Instruction], dict[int, Any]]:
     """The instructions and decisions that ``text`` writes. Raises ``TraceError`` with the line
     and column of the first mistake."""
     try:
-        try:
-            lines = _ToSyntax().transform(_lark().parse(text))
-        except VisitError as e:  # lark wraps what a Transformer raises
-            raise e.orig_exc from None
-        except UnexpectedInput as e:
-            raise _syntax_error(e, text) from None
         reader = _Reader()
-        for line in lines:
+        for line in parse_lines(text):
             reader.read(line)
         return reader.insts, reader.decisions
-    except _Mistake as e:
+    except SourceError as e:
         source = text.split("\n")  # as lark counts lines
         shown = source[e.line - 1].rstrip("\r") if 1 <= e.line <= len(source) else None
         raise TraceError(e.message, e.line, e.column, shown) from None
 
 
-# -------------------------------------------------------------------------------- syntax errors
-
-_WORDS = {"NAME": "a name", "INT": "a number", "FLOAT": "a number", "STRING": "a string",
-          "_NL": "end of line", "$END": "end of text"}
-
-
-def _syntax_error(e: UnexpectedInput, text: str) -> _Mistake:
-    if isinstance(e, UnexpectedCharacters):
-        where = Token("CHAR", "", line=e.line, column=e.column)
-        return _Mistake(f"unexpected character {text[e.pos_in_stream]!r}", where)
-    token = e.token
-    if token.type == "$END":  # lark puts it at the last token; the text ends further on
-        lines = text.split("\n")
-        token = Token("$END", "", line=len(lines), column=len(lines[-1]) + 1)
-    found = _WORDS.get(token.type) if token.type in ("_NL", "$END") else f"'{token.value}'"
-    parser = getattr(e, "interactive_parser", None)
-    expected = sorted({_word(t) for t in (parser.accepts() if parser else e.expected)})
-    wanted = f"; expected {', '.join(expected[:-1])} or {expected[-1]}" if len(expected) > 1 else \
-        f"; expected {expected[0]}" if expected else ""
-    return _Mistake(f"unexpected {found}{wanted}", token)
-
-
-def _word(terminal: str) -> str:
-    if terminal in _WORDS:
-        return _WORDS[terminal]
-    pattern = _lark().get_terminal(terminal).pattern
-    return f"'{pattern.value}'" if isinstance(pattern, PatternStr) else terminal.lower()

@@ -46,7 +46,8 @@ def traces(draw, max_instructions: int = 10) -> Trace:
         count = output_count(kind, tuple(inputs), tuple(attrs))
         count = draw(st.integers(0, 3)) if count is None else count
         # Names as a schedule makes them: the class's prefix and a number unique in the trace.
-        outputs = tuple(kind.output_class(f"{kind.output_class.prefix}{len(defined) + i}") for i in range(count))
+        cls = kind.output_class  # None for a kind without outputs (then count is 0)
+        outputs = tuple(cls(f"{cls.prefix}{len(defined) + i}") for i in range(count))
         if kind.sampling and draw(st.booleans()):
             one = st.integers(-3, 64)
             decisions[len(insts)] = tuple(draw(one) for _ in outputs) if kind.outputs == "list" else draw(one)

@@ -1,0 +1,317 @@
+"""Compute locations, caches, rfactor, inlining, annotations: what they do to the program, that
+the result still computes the reference, and the errors of illegal uses."""
+import pytest
+
+from metasched import Schedule, ScheduleError, Trace, workloads
+from metasched.testing import assert_equivalent
+
+
+def lines(sch):
+    return [line.strip() for line in str(sch).splitlines()]
+
+
+@pytest.fixture
+def mm_relu():
+    return Schedule(workloads.get("matmul_relu", M=16, N=12, K=8))
+
+
+def tile(sch, block="C", ti=4, tj=8):
+    b = sch.get_block(block)
+    i, j, k = sch.get_loops(b)
+    i0, i1 = sch.split(i, [None, ti])
+    j0, j1 = sch.split(j, [None, tj])
+    sch.reorder(i0, j0, k, i1, j1)
+    return b, (i0, j0, k, i1, j1)
+
+
+def test_local_write_cache_under_a_tile_becomes_a_tile_sized_array(mm_relu):
+    sch = mm_relu
+    b, (i0, j0, k, i1, j1) = tile(sch)
+    copy_out = sch.cache_write(b, 0, "local")
+    sch.reverse_compute_inline(sch.get_block("D"))
+    sch.reverse_compute_at(copy_out, j0)
+    text = lines(sch)
+    assert text[:3] == ["def matmul_relu(A: float32[16, 8], B: float32[8, 12], D: float32[16, 12]):",
+                        "for i_0 in range(4):", "for j_0 in range(2):"]
+    assert text[3] == "C_local = allocate([4, 8], 'float32')"
+    assert "D[ax0 + i_0 * 4, ax1 + j_0 * 8] = max(C_local[ax0, ax1], 0.0)" in text
+    assert_equivalent(sch)
+
+
+def test_compute_at_computes_the_region_one_iteration_reads():
+    wl = workloads.get("conv2d_bias_relu", N=1, C=2, H=8, W=8, F=4)
+    sch = Schedule(wl)
+    y = sch.get_block("Y")
+    n, f, yy, x, c, r, s = sch.get_loops(y)
+    y0, y1 = sch.split(yy, [None, 4])
+    sch.reorder(n, f, y0, c, y1, x, r, s)
+    sch.compute_at(sch.get_block("P"), y0)
+    text = lines(sch)
+    # four output rows of a 3x3 convolution read six padded rows, and all ten padded columns
+    assert "P = allocate([1, 2, 6, 10], 'float32')" in text
+    assert_equivalent(sch)
+
+
+def test_compute_at_a_reduction_consumer_inside_its_reduction_loop():
+    wl = workloads.get("conv2d_bias_relu", N=1, C=3, H=5, W=6, F=2)
+    sch = Schedule(wl)
+    y = sch.get_block("Y")
+    loops = sch.get_loops(y)
+    sch.compute_at(sch.get_block("P"), loops[4])  # under y, x and c: one 3x3 window of one channel
+    assert "P = allocate([1, 1, 3, 3], 'float32')" in lines(sch)
+    assert_equivalent(sch)
+
+
+def test_compute_inline_and_its_errors():
+    wl = workloads.get("softmax", M=4, N=6)
+    sch = Schedule(wl)
+    sch.compute_inline(sch.get_block("e"))
+    assert not any(line.startswith("e[") for line in lines(sch))
+    assert_equivalent(sch)
+    with pytest.raises(ScheduleError, match="is a reduction"):
+        sch.compute_inline(sch.get_block("s"))
+    with pytest.raises(ScheduleError, match="writes output Y"):
+        sch.compute_inline(sch.get_block("Y"))
+
+
+def test_an_inlined_block_handle_is_rejected_afterwards():
+    sch = Schedule(workloads.get("softmax", M=4, N=6))
+    e = sch.get_block("e")
+    sch.compute_inline(e)
+    with pytest.raises(ScheduleError, match="it was inlined"):
+        sch.get_loops(e)
+
+
+def test_reverse_compute_inline_folds_an_epilogue_into_its_producer():
+    wl = workloads.get("dense_bias_relu", M=4, K=3, N=6)
+    sch = Schedule(wl)
+    b = sch.get_block("Y")
+    copy_out = sch.cache_write(b, 0, "global")
+    sch.reverse_compute_inline(sch.get_block("Z"))
+    assert "Z[ax0, ax1] = max(Y_global[ax0, ax1] + bias[ax1], 0.0)" in lines(sch)
+    assert sch.get(copy_out) == "Y_global"
+    assert_equivalent(sch)
+    fresh = Schedule(wl)
+    with pytest.raises(ScheduleError, match="producer Y is a reduction"):
+        fresh.reverse_compute_inline(fresh.get_block("Z"))
+
+
+def test_cache_read_redirects_only_the_given_block():
+    wl = workloads.get("matmul", M=6, N=5, K=4)
+    sch = Schedule(wl)
+    c = sch.get_block("C")
+    cache = sch.cache_read(c, 1, "global")
+    assert sch.get(cache) == "B_global"
+    assert "B_global[ax0, ax1] = B[ax0, ax1]" in lines(sch)
+    assert_equivalent(sch)
+    with pytest.raises(ScheduleError, match="out of range"):
+        sch.cache_read(c, 5, "global")
+    with pytest.raises(ScheduleError, match="scope must be one of"):
+        sch.cache_read(c, 0, "shared")
+
+
+def test_cache_read_computed_at_a_tile_is_compacted():
+    wl = workloads.get("matmul", M=8, N=16, K=4)
+    sch = Schedule(wl)
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(j0, i, k, j1)
+    cache = sch.cache_read(c, 1, "local")
+    sch.compute_at(cache, j0)
+    assert "B_local = allocate([4, 8], 'float32')" in lines(sch)
+    assert_equivalent(sch)
+
+
+def test_rfactor_makes_a_partial_reduction_block():
+    wl = workloads.get("reduce_cols", M=10, N=7)
+    sch = Schedule(wl)
+    s = sch.get_block("S")
+    j, i = sch.get_loops(s)
+    i0, i1 = sch.split(i, [3, None])  # 3 * 4 = 12 > 10: the partial sums are guarded
+    rf = sch.rfactor(i0, 0)
+    assert sch.get(rf) == "S_rf"
+    p_i0, p_j, p_i1 = sch.get_loops(rf)
+    sch.parallel(p_i0)
+    assert_equivalent(sch)
+    with pytest.raises(ScheduleError, match="not a reduction loop"):
+        sch.rfactor(p_j, 0)
+
+
+@pytest.mark.parametrize("factor_axis", [-2, -1, 0, 1])
+def test_rfactor_factor_axis_positions(factor_axis):
+    wl = workloads.get("reduce_cols", M=6, N=5)
+    sch = Schedule(wl)
+    j, i = sch.get_loops(sch.get_block("S"))
+    i0, _ = sch.split(i, [2, 3])
+    sch.rfactor(i0, factor_axis)
+    assert_equivalent(sch)
+
+
+def test_rfactor_factor_axis_out_of_range():
+    sch = Schedule(workloads.get("reduce_cols", M=6, N=5))
+    j, i = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(ScheduleError, match="factor_axis must lie in"):
+        sch.rfactor(i, 3)
+
+
+@pytest.mark.parametrize("action, message", [
+    (lambda s: s.compute_at(s.get_block("C"), s.get_loops(s.get_block("C"))[0]), "its own loop"),
+    (lambda s: s.compute_at(s.get_block("D"), s.get_loops(s.get_block("C"))[0]), "only consumer"),
+    (lambda s: s.reverse_compute_at(s.get_block("D"), s.get_loops(s.get_block("C"))[2]),
+     "inside the reduction loops"),
+    (lambda s: s.reverse_compute_at(s.get_block("C"), s.get_loops(s.get_block("D"))[0]), "is a reduction"),
+    (lambda s: s.cache_write(s.get_block("C"), 1, "local"), "write_index must be 0"),
+    (lambda s: s.unannotate(s.get_block("C"), "nothing"), "has no annotation"),
+    (lambda s: s.annotate(s.get_block("C"), "", 1), "non-empty string"),
+    (lambda s: s.annotate(s.get_block("C"), "k", [1]), "must be an int, float, str"),
+])
+def test_illegal_stage_primitives(mm_relu, action, message):
+    before = str(mm_relu)
+    with pytest.raises(ScheduleError, match=message):
+        action(mm_relu)
+    assert str(mm_relu) == before
+
+
+def test_loops_cannot_move_past_an_attach_point(mm_relu):
+    sch = mm_relu
+    b, (i0, j0, k, i1, j1) = tile(sch)
+    sch.reorder(i1, k)  # i_0, j_0, i_1, k, j_1
+    copy_out = sch.cache_write(b, 0, "local")
+    sch.reverse_compute_at(copy_out, j0)
+    with pytest.raises(ScheduleError, match="cannot move past"):
+        sch.reorder(i1, j0)
+    with pytest.raises(ScheduleError, match="before its input is complete"):
+        sch.fuse(j0, i1)
+    sch.reorder(k, i1)  # inside the attach point: fine
+    sch.fuse(i0, j0)  # the attach loop with the loops outside it: fine
+    assert_equivalent(sch)
+
+
+def test_split_of_an_attach_loop_keeps_the_block_inside_it(mm_relu):
+    sch = mm_relu
+    b, (i0, j0, k, i1, j1) = tile(sch)
+    copy_out = sch.cache_write(b, 0, "local")
+    sch.reverse_compute_at(copy_out, j0)
+    sch.split(j0, [2, 1])
+    assert_equivalent(sch)
+
+
+def test_get_loops_includes_the_loops_of_the_enclosing_block(mm_relu):
+    sch = mm_relu
+    b, (i0, j0, k, i1, j1) = tile(sch)
+    copy_out = sch.cache_write(b, 0, "local")
+    sch.reverse_compute_at(copy_out, j0)
+    names = [sch.get(lp).name for lp in sch.get_loops(copy_out)]
+    assert names == ["i_0", "j_0", "ax0", "ax1"]
+
+
+def test_producers_and_consumers(mm_relu):
+    sch = mm_relu
+    c, d = sch.get_block("C"), sch.get_block("D")
+    assert [sch.get(b) for b in sch.get_consumers(c)] == ["D"]
+    assert [sch.get(b) for b in sch.get_producers(d)] == ["C"]
+    assert sch.get_producers(c) == []
+
+
+def test_annotations_show_in_the_program(mm_relu):
+    sch = mm_relu
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    v = sch.sample_categorical([0, 16, 64], [0.2, 0.3, 0.5], decision=2)
+    sch.annotate(i, "pragma_auto_unroll_max_step", v)
+    assert "for i in range(16):  # pragma_auto_unroll_max_step = 64" in lines(sch)
+    sch.unannotate(i, "pragma_auto_unroll_max_step")
+    assert "for i in range(16):" in lines(sch)
+
+
+def ansor_matmul_relu(sch):
+    b = sch.get_block("C")
+    i, j, k = sch.get_loops(b)
+    ti = sch.sample_perfect_tile(i, n=2, max_innermost_factor=8)
+    tj = sch.sample_perfect_tile(j, n=2, max_innermost_factor=16)
+    i0, i1 = sch.split(i, ti)
+    j0, j1 = sch.split(j, tj)
+    sch.reorder(i0, j0, k, i1, j1)
+    copy_out = sch.cache_write(b, 0, "local")
+    sch.reverse_compute_inline(sch.get_block("D"))
+    sch.reverse_compute_at(copy_out, j0)
+    sch.vectorize(j1)
+    unroll = sch.sample_categorical([0, 16, 64], [0.3, 0.3, 0.4])
+    sch.annotate(i0, "pragma_auto_unroll_max_step", unroll)
+    sch.parallel(i0)
+    return sch
+
+
+def test_same_seed_same_program_and_trace():
+    wl = workloads.get("matmul_relu", M=48, N=64, K=8)
+    a, b = ansor_matmul_relu(Schedule(wl, seed=7)), ansor_matmul_relu(Schedule(wl, seed=7))
+    assert a.trace == b.trace and str(a) == str(b)
+    others = {str(ansor_matmul_relu(Schedule(wl, seed=s)).trace) for s in range(8)}
+    assert len(others) > 1  # the seed matters
+
+
+def test_replay_gives_the_identical_program_and_trace():
+    wl = workloads.get("matmul_relu", M=48, N=64, K=8)
+    sch = ansor_matmul_relu(Schedule(wl, seed=3))
+    trace = sch.trace
+    again = trace.apply(wl)
+    assert str(again) == str(sch) and again.trace == trace
+    assert Schedule.from_trace(wl, Trace.parse(str(trace))).trace == trace
+    assert_equivalent(again)
+
+
+def test_edited_decision_replays_to_the_new_tiles():
+    wl = workloads.get("matmul_relu", M=48, N=64, K=8)
+    trace = ansor_matmul_relu(Schedule(wl, seed=3)).trace
+    index = next(i for i, inst in enumerate(trace.insts) if inst.kind == "SamplePerfectTile")
+    edited = trace.with_decision(index, [12, 4])
+    sch = edited.apply(wl)
+    assert sch.trace.decisions[index] == (12, 4)
+    assert "for i_1 in range(4):" in lines(sch)
+    assert_equivalent(sch)
+
+
+def test_a_decision_that_no_longer_fits_is_repaired():
+    wl = workloads.get("matmul_relu", M=48, N=64, K=8)
+    trace = ansor_matmul_relu(Schedule(wl, seed=3)).trace
+    index = next(i for i, inst in enumerate(trace.insts) if inst.kind == "SamplePerfectTile")
+    sch = trace.with_decision(index, [5, 7]).apply(wl)  # 7 does not divide 48: becomes 48
+    assert sch.trace.decisions[index] == (1, 48)
+    assert_equivalent(sch)
+
+
+def test_replay_error_names_the_instruction():
+    wl = workloads.get("matmul_relu", M=48, N=64, K=8)
+    text = str(ansor_matmul_relu(Schedule(wl, seed=3)).trace)
+    broken = text.replace('sch.get_block("D")', 'sch.get_block("C")')
+    with pytest.raises(ScheduleError, match=r"instruction \d+ `sch.reverse_compute_inline\(b\d+\)`"):
+        Trace.parse(broken).apply(wl)
+
+
+def test_sample_compute_location_decisions():
+    wl = workloads.get("softmax", M=4, N=6)
+    sch = Schedule(wl)
+    e = sch.get_block("e")
+    assert sch.get(sch.sample_compute_location(e, decision=-2)) == "inline"
+    assert sch.get(sch.sample_compute_location(e, decision=-1)) == "root"
+    s = Schedule(workloads.get("conv2d_bias_relu", C=2, H=4, W=4, F=2))
+    p = s.get_block("P")
+    loop = s.sample_compute_location(p, decision=3)
+    assert s.get(loop).name == "x"
+    s.compute_at(p, loop)
+    assert_equivalent(s)
+    # a decision that is no longer a candidate becomes the nearest one below it
+    assert s.trace.decisions[len(s.trace.insts) - 2] == 3
+    t = Schedule(workloads.get("conv2d_bias_relu", C=2, H=4, W=4, F=2))
+    assert t.get(t.sample_compute_location(t.get_block("P"), decision=99)).name == "s"
+
+
+def test_copy_is_independent(mm_relu):
+    sch = mm_relu
+    b, (i0, j0, k, i1, j1) = tile(sch)
+    twin = sch.copy()
+    sch.parallel(i0)
+    assert "parallel" not in str(twin)
+    twin.vectorize(j1)  # the twin's handles work on the twin
+    assert "vectorized" in str(twin) and "vectorized" not in str(sch)
+    assert twin.trace.insts[:len(sch.trace.insts) - 1] == sch.trace.insts[:-1]
