@@ -138,3 +138,40 @@ def tiled_conv2d(workload: Workload, tile_f: int = 8, tile_x: int = 8, parallel:
     p_loops = sch.get_loops(sch.get_block("P"))
     sch.parallel(sch.fuse(*p_loops[:2]))
     return sch
+
+
+def sampled_matmul(workload: Workload, seed: Optional[int] = None, block: str = "C",
+                   epilogue: Optional[str] = None) -> Schedule:
+    """MetaSchedule's multi-level tiling (``SSRSRS``) of a matmul with sampled tile sizes, as
+    its CPU rules and post-processors would record it: the spatial loops in four levels, the
+    reduction in two, a local write cache under the second spatial level with the epilogue
+    folded into its copy-out, the outer tiles fused and parallel, the innermost unrolled and
+    vectorized, and the sampled unroll depth as annotations. Its trace has 30 instructions
+    with an epilogue; ``seed`` draws the tiles and the unroll depth."""
+    sch = Schedule(workload, seed=seed)
+    b = sch.get_block(block)
+    sch.annotate(b, "meta_schedule.tiling_structure", "SSRSRS")
+    i, j, k = sch.get_loops(b)
+    i0, i1, i2, i3 = sch.split(i, sch.sample_perfect_tile(i, n=4, max_innermost_factor=8))
+    j0, j1, j2, j3 = sch.split(j, sch.sample_perfect_tile(j, n=4, max_innermost_factor=32))
+    k0, k1 = sch.split(k, sch.sample_perfect_tile(k, n=2, max_innermost_factor=64))
+    sch.reorder(i0, j0, i1, j1, k0, i2, j2, k1, i3, j3)
+    copy_out = sch.cache_write(b, 0, "local")
+    if epilogue is not None:
+        sch.reverse_compute_inline(sch.get_block(epilogue))
+    sch.reverse_compute_at(copy_out, j1)
+    unroll = sch.sample_categorical([0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25])
+    sch.annotate(b, "meta_schedule.parallel", 96)
+    sch.annotate(b, "meta_schedule.vectorize", 64)
+    sch.annotate(b, "meta_schedule.unroll_explicit", unroll)
+    # What the post-processors make of those annotations.
+    outer = sch.fuse(*sch.get_loops(b)[:2])
+    sch.parallel(outer)
+    sch.unroll(i3)
+    sch.vectorize(j3)
+    sch.annotate(outer, "pragma_auto_unroll_max_step", unroll)
+    sch.annotate(outer, "pragma_unroll_explicit", 1)
+    sch.vectorize(sch.get_loops(copy_out)[-1])
+    for key in ("meta_schedule.parallel", "meta_schedule.vectorize", "meta_schedule.unroll_explicit"):
+        sch.unannotate(b, key)
+    return sch

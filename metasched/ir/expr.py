@@ -11,7 +11,7 @@ Expressions are immutable, hashable values. Two kinds live side by side:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Union
 
 INDEX = "int64"
@@ -134,21 +134,22 @@ class BinOp(Expr):
     op: str
     a: Expr
     b: Expr
+    # Worked out once: analyses ask for it on every node, and trees are deep.
+    dtype_: str = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.op not in ARITH_OPS + COMPARE_OPS + LOGIC_OPS:
             raise ValueError(f"unknown binary operator {self.op!r}")
+        if self.op in COMPARE_OPS or self.op in LOGIC_OPS:
+            dtype = BOOL
+        else:
+            da, db = self.a.dtype, self.b.dtype
+            dtype = da if da in FLOAT_DTYPES else db if db in FLOAT_DTYPES else INDEX
+        object.__setattr__(self, "dtype_", dtype)
 
     @property
     def dtype(self) -> str:
-        if self.op in COMPARE_OPS or self.op in LOGIC_OPS:
-            return BOOL
-        da, db = self.a.dtype, self.b.dtype
-        if da in FLOAT_DTYPES:
-            return da
-        if db in FLOAT_DTYPES:
-            return db
-        return INDEX
+        return self.dtype_
 
     def __repr__(self) -> str:
         return f"BinOp({self.op!r}, {self.a!r}, {self.b!r})"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from math import prod
 from typing import Optional
 
-from metasched.ir.analysis import free_vars, int_bounds, simplify, substitute, transform
+from metasched.ir.analysis import Affine, as_affine, free_vars, from_affine, int_bounds, simplify, substitute, transform
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var
 from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
@@ -67,17 +67,32 @@ def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bo
     loops, and the guards that overshooting splits need, each with whether it bounds a
     reduction loop."""
     value: dict[str, Expr] = {lv.name: Var(lv.name) for lv in stage.leaves}
+    # Splits compose affinely: keep affine forms alongside, so that a chain of splits costs a
+    # few dictionary sums instead of repeated simplification of ever larger trees.
+    affine: dict[str, Optional[Affine]] = {lv.name: ({lv.name: 1}, 0) for lv in stage.leaves}
     guards: list[tuple[Expr, bool]] = []
     # A relation consumes loops made by earlier ones, so walking backwards finds every
     # relation's outputs already expressed.
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
-            expr: Expr = IntImm(0)
-            stride = 1
-            for child in reversed(rel.children):
-                expr = value[child.name] * stride + expr
-                stride *= child.extent
-            parent_expr = simplify(expr)
+            coeffs: dict[str, int] = {}
+            const, stride = 0, 1
+            forms = [affine[c.name] for c in rel.children]
+            if all(f is not None for f in forms):
+                for child, form in zip(reversed(rel.children), reversed(forms)):
+                    for name, c in form[0].items():
+                        coeffs[name] = coeffs.get(name, 0) + c * stride
+                    const += form[1] * stride
+                    stride *= child.extent
+                affine[rel.parent.name] = (coeffs, const)
+                parent_expr = from_affine((coeffs, const))
+            else:
+                expr: Expr = IntImm(0)
+                for child in reversed(rel.children):
+                    expr = value[child.name] * stride + expr
+                    stride *= child.extent
+                affine[rel.parent.name] = None
+                parent_expr = simplify(expr)
             value[rel.parent.name] = parent_expr
             if stride > rel.parent.extent:
                 guards.append((BinOp("<", parent_expr, IntImm(rel.parent.extent)), rel.parent.is_reduce))
@@ -90,6 +105,7 @@ def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bo
                 if k > 0:
                     part = part % child.extent
                 value[child.name] = simplify(part)
+                affine[child.name] = as_affine(value[child.name])
     return value, guards
 
 
