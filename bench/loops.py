@@ -19,28 +19,9 @@ import argparse
 import statistics
 import sys
 
-import numpy as np
-
-import metasched
+from common import HEADER, build_checked, compile_times, environment, row
 from metasched import handwritten, workloads
 from metasched.timing import paired_times
-
-compile_times: list[float] = []
-
-
-def build_checked(sch_or_wl):
-    """Compile, record the compile time, and check the outputs against the reference."""
-    kernel = metasched.build(sch_or_wl)
-    compile_times.append(kernel.compile_seconds)
-    wl = sch_or_wl if isinstance(sch_or_wl, metasched.Workload) else sch_or_wl.workload
-    inputs = wl.random_inputs(seed=0)
-    metasched.assert_outputs_close(wl, kernel(*inputs), wl.reference(*inputs))
-    return kernel, inputs
-
-
-def row(case: str, ours: str, theirs: str, ratio: float, goal: str, met: bool) -> str:
-    return f"| {case} | {ours} | {theirs} | {ratio:.2f} | {goal} | {'yes' if met else 'NO'} |"
-
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,23 +30,21 @@ def main() -> int:
     n = 256 if args.quick else 1024
     side = 512 if args.quick else 2048
 
-    lines = ["| case | metasched | baseline | ratio | goal | met |", "|---|---|---|---|---|---|"]
+    lines = list(HEADER)
 
     mm = workloads.get("matmul", M=n, N=n, K=n)
-    kernel, (a, b) = build_checked(handwritten.tiled_matmul(mm))
-    c = np.empty((n, n), np.float32)
+    kernel, (a, b), (c,) = build_checked(handwritten.tiled_matmul(mm))
     t_par, t_np, ratio = paired_times(lambda: kernel.run(a, b, c), lambda: a @ b)
     lines.append(row(f"(a) matmul {n}: GFLOP/s vs numpy A @ B", f"{mm.flops / t_par / 1e9:.1f} GFLOP/s",
                      f"{mm.flops / t_np / 1e9:.1f} GFLOP/s", ratio, ">= 0.35", ratio >= 0.35))
 
-    serial, _ = build_checked(handwritten.tiled_matmul(mm, parallel=False))
+    serial, _, _ = build_checked(handwritten.tiled_matmul(mm, parallel=False))
     t_par, t_ser, speedup = paired_times(lambda: kernel.run(a, b, c), lambda: serial.run(a, b, c))
     lines.append(row(f"(b) matmul {n}: parallel speedup", f"{t_par * 1e3:.2f} ms parallel",
                      f"{t_ser * 1e3:.2f} ms serial", speedup, ">= 1.7", speedup >= 1.7))
 
     ta = workloads.get("transpose_add", M=side, N=side)
-    kernel, (x, y) = build_checked(handwritten.tiled_transpose(ta))
-    out = np.empty((side, side), np.float32)
+    kernel, (x, y), (out,) = build_checked(handwritten.tiled_transpose(ta))
     t_np, t_ours, ratio = paired_times(lambda: x + y.T, lambda: kernel.run(x, y, out))
     lines.append(row(f"(c) transpose_add {side}: time vs numpy A + B.T", f"{t_ours * 1e3:.2f} ms",
                      f"{t_np * 1e3:.2f} ms", ratio, "<= 1.5", ratio <= 1.5))
@@ -76,8 +55,7 @@ def main() -> int:
         if args.quick:
             wl = workloads.get(name, **{k: max(1, v // 4) if k not in ("R", "S", "PAD") else v
                                          for k, v in wl.params.items()})
-        kernel, inputs = build_checked(wl)
-        outputs = [np.empty(t.shape, t.dtype) for t in wl.outputs]
+        kernel, inputs, outputs = build_checked(wl)
         t_kernel, t_ref, _ = paired_times(lambda: kernel.run(*inputs, *outputs),
                                           lambda: wl.reference(*inputs), rounds=1)
         unscheduled.append((name, t_kernel, t_ref))
@@ -92,7 +70,7 @@ def main() -> int:
     print("\n".join(lines))
     print(f"\nratio: (a) numpy time / ours, (b) serial / parallel, (c) ours / numpy, "
           f"(d) compile time / goal, (e) reference time / unscheduled kernel time. "
-          f"numpy {np.__version__}, {metasched.codegen.host_description()}")
+          f"{environment()}")
     return 0
 
 

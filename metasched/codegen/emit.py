@@ -16,7 +16,7 @@ from metasched.codegen import ops
 from metasched.errors import CodegenError
 from metasched.codegen.access import flat_index
 from metasched.codegen.llvmutil import (
-    ELEMENT_BYTES, ModuleContext, branch_value, for_range, i64, llvm_type, stack_alloca,
+    ELEMENT_BYTES, PTR, VOID, I64, ModuleContext, branch_value, for_range, i64, llvm_type, stack_alloca,
 )
 from metasched.codegen.parallel import emit_parallel
 from metasched.codegen.runtime import Launcher
@@ -24,6 +24,11 @@ from metasched.codegen.vector import emit_vectorized
 from metasched.ir.analysis import loads
 from metasched.ir.expr import BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, Stmt, Store
+
+
+# Scratch buffers up to this size live on the stack (where LLVM can keep them in registers);
+# larger ones on the heap, because a worker thread's stack may be as small as 2 MiB.
+MAX_STACK_BUFFER_BYTES = 256 * 1024
 
 
 class FunctionEmitter:
@@ -125,13 +130,24 @@ class FunctionEmitter:
     def _allocate(self, s: Allocate) -> None:
         if s.buffer.name in self.buffers:
             raise CodegenError(f"Allocate of {s.buffer.name!r} shadows a buffer in scope")
-        slot = self.stack_slot(s.buffer)
+        size = s.buffer.size * ELEMENT_BYTES[s.buffer.dtype]
+        if size > MAX_STACK_BUFFER_BYTES:
+            # A big region (a block computed at an outer loop) would overflow a worker
+            # thread's stack: it lives on the heap for the body's duration instead.
+            malloc = self.ctx.declare("malloc", PTR, [I64])
+            free = self.ctx.declare("free", VOID, [PTR])
+            slot = self.builder.call(malloc, [i64(size)], name=s.buffer.name)
+        else:
+            slot = self.stack_slot(s.buffer)
         self.buffers[s.buffer.name] = (s.buffer, slot)
         try:
             self.stmt(s.body)
         finally:
             del self.buffers[s.buffer.name]
-        self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
+        if size > MAX_STACK_BUFFER_BYTES:
+            self.builder.call(free, [slot])
+        else:
+            self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
 
     def _for(self, s: For) -> None:
         _FOR[s.kind](self, s)

@@ -118,3 +118,26 @@ def test_compiling_from_several_threads_at_once():
 
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(build_and_run, range(12)))
+
+
+def test_big_scratch_buffers_live_on_the_heap_inside_parallel_loops():
+    # 4 MiB of scratch per iteration of a parallel loop: too big for a worker's stack.
+    import numpy as np
+
+    from metasched.codegen import compile_func
+    from metasched.codegen.emit import MAX_STACK_BUFFER_BYTES
+    from metasched.ir import Allocate, Buffer, For, ForKind, Load, PrimFunc, Seq, Store, Var
+
+    n = 1 << 20
+    assert n * 4 > MAX_STACK_BUFFER_BYTES
+    x, y, tmp = Buffer("X", (4, n), "float32"), Buffer("Y", (4, n), "float32"), Buffer("T", (n,), "float32")
+    i, j = Var("i"), Var("j")
+    body = For("i", 4, ForKind.PARALLEL, Allocate(tmp, Seq((
+        For("j", n, ForKind.SERIAL, Store("T", (j,), Load("X", (i, j)))),
+        For("j", n, ForKind.SERIAL, Store("Y", (i, j), Load("T", (j,)))),
+    ))))
+    kernel = compile_func(PrimFunc("copy_via_heap", (x,), (y,), (), body))
+    assert 'call ptr @"malloc"' in kernel.llvm_ir and 'call void @"free"' in kernel.llvm_ir
+    data = np.random.default_rng(0).random((4, n), dtype=np.float32)
+    (out,) = kernel(data)
+    np.testing.assert_array_equal(out, data)

@@ -1,0 +1,31 @@
+"""What the benchmarks share: build-and-check, the table, and the baselines' environment."""
+from __future__ import annotations
+
+import numpy as np
+
+import metasched
+
+compile_times: list[float] = []
+
+
+def build_checked(sch_or_wl):
+    """Compile, record the compile time, check the outputs against the reference; the kernel,
+    the inputs it was checked on, and output arrays to run into."""
+    kernel = metasched.build(sch_or_wl)
+    compile_times.append(kernel.compile_seconds)
+    wl = sch_or_wl if isinstance(sch_or_wl, metasched.Workload) else sch_or_wl.workload
+    inputs = wl.random_inputs(seed=0)
+    metasched.assert_outputs_close(wl, kernel(*inputs), wl.reference(*inputs))
+    outputs = [np.empty(t.shape, t.dtype) for t in wl.outputs]
+    return kernel, inputs, outputs
+
+
+def row(case: str, ours: str, theirs: str, ratio: float, goal: str, met: bool) -> str:
+    return f"| {case} | {ours} | {theirs} | {ratio:.2f} | {goal} | {'yes' if met else 'NO'} |"
+
+
+HEADER = ["| case | metasched | baseline | ratio | goal | met |", "|---|---|---|---|---|---|"]
+
+
+def environment() -> str:
+    return f"numpy {np.__version__}, {metasched.codegen.host_description()}"
