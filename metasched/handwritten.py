@@ -78,38 +78,41 @@ def cached_matmul(workload: Workload, block: str = "C", epilogue: Optional[str] 
     return sch
 
 
-def streamed_column_sum(workload: Workload, block: str = "S", lanes: int = 64, parallel: bool = True) -> Schedule:
+def streamed_column_sum(workload: Workload, block: str = "S", columns: int = 2048, rows: int = 8,
+                        lanes: int = 16, parallel: bool = True) -> Schedule:
     """``S[j] += X[i, j]`` streaming rows: the reduction loop outside a vectorized column loop,
-    so each thread reads its column block row after row and keeps its sums in registers."""
+    parallel over blocks of ``columns`` columns. Each step folds ``rows`` rows (unrolled) into
+    a ``lanes``-wide slice of the sums, so the sums are loaded and stored once per ``rows``
+    rows and every thread keeps several row streams in flight."""
     sch = Schedule(workload)
     b = sch.get_block(block)
     j, i = sch.get_loops(b)
-    j0, j1 = sch.split(j, [None, lanes])
-    sch.reorder(j0, i, j1)
-    sch.vectorize(j1)
+    j0, j1, j2 = sch.split(j, [None, max(1, columns // lanes), lanes])
+    i0, i1 = sch.split(i, [None, rows])
+    sch.reorder(j0, i0, j1, i1, j2)
+    sch.unroll(i1)
+    sch.vectorize(j2)
     if parallel:
         sch.parallel(j0)
     return sch
 
 
-def rfactor_column_sum(workload: Workload, block: str = "S", parts: int = 2, lanes: int = 64) -> Schedule:
+def rfactor_column_sum(workload: Workload, block: str = "S", parts: int = 4) -> Schedule:
     """``S[j] += X[i, j]`` with the rows factorised into ``parts`` partial sums (``rfactor``):
-    each thread sums a contiguous band of rows into its own partial row, streaming whole rows;
-    a short final reduction adds the partial rows."""
+    each thread sums bands of whole rows, streaming them front to back, into its own partial
+    row; a short final reduction adds the ``parts`` partial rows."""
     sch = Schedule(workload)
     b = sch.get_block(block)
     j, i = sch.get_loops(b)
     i0, i1 = sch.split(i, [parts, None])
     partial = sch.rfactor(i0, 0)
     p_i0, p_j, p_i1 = sch.get_loops(partial)
-    p_j0, p_j1 = sch.split(p_j, [None, lanes])
-    sch.reorder(p_i0, p_j0, p_i1, p_j1)
-    sch.vectorize(p_j1)
+    sch.reorder(p_i0, p_i1, p_j)
+    sch.vectorize(p_j)
     sch.parallel(p_i0)
     j, r = sch.get_loops(b)
-    j0, j1 = sch.split(j, [None, lanes])
-    sch.reorder(j0, r, j1)
-    sch.vectorize(j1)
+    sch.reorder(r, j)
+    sch.vectorize(j)
     return sch
 
 
