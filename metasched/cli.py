@@ -44,12 +44,7 @@ def _workload(target: str, params: dict[str, int], name: Optional[str] = None) -
 
 def _hand_schedule(wl: Workload) -> Schedule:
     """The hand-written schedule for a built-in workload (unscheduled where there is none)."""
-    matmul_like = {"matmul": "C", "matmul_relu": "C", "batch_matmul": "C", "dense_bias_relu": "Y"}
-    if wl.name in matmul_like:
-        return handwritten.tiled_matmul(wl, block=matmul_like[wl.name])
-    if wl.name == "transpose_add":
-        return handwritten.tiled_transpose(wl)
-    return Schedule(wl)
+    return handwritten.for_workload(wl) or Schedule(wl)
 
 
 def _cmd_workloads(args: argparse.Namespace) -> int:

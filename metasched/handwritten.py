@@ -178,3 +178,21 @@ def sampled_matmul(workload: Workload, seed: Optional[int] = None, block: str = 
     for key in ("meta_schedule.parallel", "meta_schedule.vectorize", "meta_schedule.unroll_explicit"):
         sch.unannotate(b, key)
     return sch
+
+
+def for_workload(workload: Workload) -> Optional[Schedule]:
+    """The hand-written schedule of a built-in workload (by name), or None."""
+    name = workload.name
+    if name in ("matmul", "batch_matmul"):
+        return cached_matmul(workload)
+    if name == "matmul_relu":
+        return cached_matmul(workload, epilogue="D")
+    if name == "dense_bias_relu":
+        return cached_matmul(workload, block="Y", epilogue="Z")
+    if name == "transpose_add":
+        return tiled_transpose(workload)
+    if name == "reduce_cols":
+        return streamed_column_sum(workload)
+    if name == "conv2d_bias_relu":
+        return tiled_conv2d(workload)
+    return None
