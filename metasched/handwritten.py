@@ -13,16 +13,11 @@ from metasched.lang.workload import Workload
 from metasched.schedule import Schedule
 
 
-def tiled_matmul(workload: Workload, block: str = "C", tile_i: int = 8, tile_j: int = 32,
-                 tile_k: int = 128, parallel: bool = True) -> Schedule:
-    """A register-tiled matmul ``block[..., i, j] += A[..., i, k] * B[..., k, j]``.
-
-    Loop order ``j_0, i_0, k_0, k_1, i_1, j_1``: a ``tile_k x tile_j`` panel of B stays in cache
-    while the rows of A stream past it; the ``tile_i x tile_j`` tile of the result is updated by
-    ``tile_i`` unrolled vector operations per ``k``, so LLVM keeps it in registers across the
-    ``k_1`` loop. Leading batch loops, if any, are fused into the parallel outer loop.
-    """
-    sch = Schedule(workload)
+def _register_tiles(sch: Schedule, block: str, tile_i: int, tile_j: int, tile_k: int) -> tuple:
+    """The loops of a matmul block as ``j_0, i_0, k_0, k_1, i_1, j_1``, ``i_1`` unrolled and
+    ``j_1`` vectorized: a ``tile_k x tile_j`` panel of B stays in cache while rows of A stream
+    past it, and each ``k`` updates a ``tile_i x tile_j`` tile with ``tile_i`` vector
+    operations. Returns the block, its leading batch loops and ``j_0, i_0``."""
     b = sch.get_block(block)
     *batch, i, j, k = sch.get_loops(b)
     i0, i1 = sch.split(i, [None, tile_i])
@@ -31,6 +26,16 @@ def tiled_matmul(workload: Workload, block: str = "C", tile_i: int = 8, tile_j: 
     sch.reorder(j0, i0, k0, k1, i1, j1)
     sch.unroll(i1)
     sch.vectorize(j1)
+    return b, batch, j0, i0
+
+
+def tiled_matmul(workload: Workload, block: str = "C", tile_i: int = 8, tile_j: int = 32,
+                 tile_k: int = 128, parallel: bool = True) -> Schedule:
+    """A register-tiled matmul ``block[..., i, j] += A[..., i, k] * B[..., k, j]`` made of loop
+    primitives only (see ``_register_tiles``): LLVM keeps the tile in registers across the
+    ``k_1`` loop. Leading batch loops, if any, are fused into the parallel outer loop."""
+    sch = Schedule(workload)
+    _, batch, j0, _ = _register_tiles(sch, block, tile_i, tile_j, tile_k)
     outer = sch.fuse(*batch, j0) if batch else j0
     if parallel:
         sch.parallel(outer)
@@ -59,14 +64,7 @@ def cached_matmul(workload: Workload, block: str = "C", epilogue: Optional[str] 
     loop), the epilogue block (e.g. a ReLU) folded into the cache's copy-out, and the copy-out
     computed right after each tile, so the result is written once, finished."""
     sch = Schedule(workload)
-    b = sch.get_block(block)
-    *batch, i, j, k = sch.get_loops(b)
-    i0, i1 = sch.split(i, [None, tile_i])
-    j0, j1 = sch.split(j, [None, tile_j])
-    k0, k1 = sch.split(k, [None, tile_k])
-    sch.reorder(j0, i0, k0, k1, i1, j1)
-    sch.unroll(i1)
-    sch.vectorize(j1)
+    b, batch, j0, i0 = _register_tiles(sch, block, tile_i, tile_j, tile_k)
     copy_out = sch.cache_write(b, 0, "local")
     if epilogue is not None:
         sch.reverse_compute_inline(sch.get_block(epilogue))

@@ -113,6 +113,8 @@ def func_str(f: PrimFunc) -> str:
 
     params = ", ".join(sig(b) for b in f.inputs + f.outputs)
     lines = [f"def {f.name}({params}):"]
+    for block, notes in f.attrs.get("block_annotations", {}).items():
+        lines.extend(f"    # block {block}: {k} = {v!r}" for k, v in notes.items())
     for w in f.workspaces:
         lines.append(f"    {w.name} = allocate({list(w.shape)}, {w.dtype!r})")
     lines.append(stmt_str(f.body, 1))

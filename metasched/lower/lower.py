@@ -39,7 +39,8 @@ def lower(state: ScheduleState) -> PrimFunc:
     workspaces = tuple(Buffer(s.buffer, s.statement.shape, s.statement.dtype) for s in state.stages
                        if not s.statement.is_output and not (s.attach is not None and s.attach.compact)
                        and own_compaction(state, s) is None)
-    return PrimFunc(wl.name, inputs, outputs, workspaces, body)
+    annotations = {s.name: dict(s.annotations) for s in state.stages if s.annotations}
+    return PrimFunc(wl.name, inputs, outputs, workspaces, body, {"block_annotations": annotations})
 
 
 def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[IterVar, list[Span]]]:
@@ -166,7 +167,10 @@ def _region_guards(stage: StageState, glob: list[Expr], ranges: dict[str, tuple[
     enclosing loops' ranges do not already prove it."""
     conds = []
     for index, dim in zip(glob, stage.statement.shape):
-        lo, hi = int_bounds(index, ranges)
+        try:
+            lo, hi = int_bounds(index, ranges)
+        except (KeyError, ValueError):  # not boundable here: guard both ends
+            lo, hi = -1, dim
         if lo < 0:
             conds.append(BinOp(">=", index, IntImm(0)))
         if hi >= dim:
@@ -242,8 +246,8 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
     deep = [g for g, is_reduce in guards if not is_reduce and _depth(leaves, g) >= first_reduce]
     init_placed = _place(init_leaves, deep)
     init_nest: Stmt = init
-    for lv in reversed(init_leaves):
-        k = init_leaves.index(lv)
+    for k in reversed(range(len(init_leaves))):
+        lv = init_leaves[k]
         init_nest = For(lv.name, lv.extent, lv.kind, _guarded(init_nest, init_placed.get(k)),
                         tuple(sorted(lv.annotations.items())))
     init_nest = _guarded(init_nest, init_placed.get(-1))

@@ -47,6 +47,7 @@ class Schedule:
         self.rng = np.random.default_rng(seed)
         self._uid = next(_uids)
         self._symbols: dict[RV, object] = {}
+        self._rv_names: set[str] = set()
         self._counter = 0
         self._insts: list[Instruction] = []
         self._decisions: dict[int, Any] = {}
@@ -56,15 +57,18 @@ class Schedule:
 
     # -- handles ---------------------------------------------------------------------------
     def _new(self, cls: type, target: object) -> RV:
+        """A handle for ``target``: the next name the replayed trace gives, or a fresh one
+        (prefix and counter, as MetaSchedule names them: b0, l1, v2, ...)."""
         if self._pending_names:
-            rv = cls(self._pending_names.pop(0), self._uid)
+            name = self._pending_names.pop(0)
         else:
-            while True:
-                rv = cls(f"{cls.prefix}{self._counter}", self._uid)
+            name = f"{cls.prefix}{self._counter}"
+            while name in self._rv_names:  # a replayed trace may have used it
                 self._counter += 1
-                if rv not in self._symbols and ExprRV(rv.name) not in self._symbols \
-                        and BlockRV(rv.name) not in self._symbols and LoopRV(rv.name) not in self._symbols:
-                    break
+                name = f"{cls.prefix}{self._counter}"
+            self._counter += 1
+        rv = cls(name, self._uid)
+        self._rv_names.add(name)
         self._symbols[rv] = target
         return rv
 
@@ -174,6 +178,7 @@ class Schedule:
         other._symbols = {}
         for rv, target in self._symbols.items():
             other._symbols[type(rv)(rv.name, other._uid)] = clones.get(id(target), target)
+        other._rv_names = set(self._rv_names)
         other._counter = self._counter
         other._insts = list(self._insts)
         other._decisions = dict(self._decisions)

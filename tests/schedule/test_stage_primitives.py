@@ -222,6 +222,8 @@ def test_annotations_show_in_the_program(mm_relu):
     assert "for i in range(16):  # pragma_auto_unroll_max_step = 64" in lines(sch)
     sch.unannotate(i, "pragma_auto_unroll_max_step")
     assert "for i in range(16):" in lines(sch)
+    sch.annotate(sch.get_block("C"), "meta_schedule.tiling_structure", "SSRSRS")
+    assert "# block C: meta_schedule.tiling_structure = 'SSRSRS'" in lines(sch)
 
 
 def ansor_matmul_relu(sch):
