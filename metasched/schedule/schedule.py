@@ -14,6 +14,7 @@ appends an ``Instruction`` to the trace. Map of this file:
 from __future__ import annotations
 
 import itertools
+import math
 from math import prod
 from typing import Any, Optional, Sequence, Union
 
@@ -433,8 +434,10 @@ class Schedule:
         if not isinstance(key, str) or not key:
             raise ScheduleError(f"annotate: the key must be a non-empty string, got {key!r}")
         resolved = self._int(value, "annotate") if isinstance(value, ExprRV) else value
-        if not isinstance(resolved, (int, float, str)) or isinstance(resolved, bool):
-            raise ScheduleError(f"annotate: the value must be an int, float, str or ExprRV, got {value!r}")
+        if not isinstance(resolved, (int, float, str)) or isinstance(resolved, bool) or \
+                (isinstance(resolved, float) and not math.isfinite(resolved)):
+            raise ScheduleError(f"annotate: the value must be an int, a finite float, a str or an ExprRV, "
+                                f"got {value!r}")
         self._annotated(block_or_loop, "annotate")[key] = resolved
         self._record("Annotate", (block_or_loop, value), (key,))
 
@@ -469,6 +472,8 @@ class Schedule:
                            decision: Optional[int] = None) -> ExprRV:
         """One of ``candidates`` drawn with ``probs``; the decision is its index."""
         candidates, probs = tuple(candidates), tuple(float(p) for p in probs)
+        if not all(math.isfinite(p) for p in probs):
+            raise ScheduleError(f"sample_categorical: probabilities must be finite, got {list(probs)}")
         if not candidates or len(candidates) != len(probs):
             raise ScheduleError(f"sample_categorical: {len(candidates)} candidates but {len(probs)} probabilities")
         if decision is None:

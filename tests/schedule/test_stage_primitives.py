@@ -164,7 +164,9 @@ def test_rfactor_factor_axis_out_of_range():
     (lambda s: s.cache_write(s.get_block("C"), 1, "local"), "write_index must be 0"),
     (lambda s: s.unannotate(s.get_block("C"), "nothing"), "has no annotation"),
     (lambda s: s.annotate(s.get_block("C"), "", 1), "non-empty string"),
-    (lambda s: s.annotate(s.get_block("C"), "k", [1]), "must be an int, float, str"),
+    (lambda s: s.annotate(s.get_block("C"), "k", [1]), "must be an int, a finite float"),
+    (lambda s: s.annotate(s.get_block("C"), "k", float("inf")), "must be an int, a finite float"),
+    (lambda s: s.sample_categorical([1, 2], [0.5, float("nan")]), "must be finite"),
 ])
 def test_illegal_stage_primitives(mm_relu, action, message):
     before = str(mm_relu)
