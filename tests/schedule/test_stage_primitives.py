@@ -304,8 +304,8 @@ def test_sample_compute_location_decisions():
     assert s.get(loop).name == "x"
     s.compute_at(p, loop)
     assert_equivalent(s)
-    # a decision that is no longer a candidate becomes the nearest one below it
-    assert s.trace.decisions[len(s.trace.insts) - 2] == 3
+    assert s.trace.decisions[len(s.trace.insts) - 2] == 3  # a valid decision is kept as it is
+    # a decision that is no longer a candidate becomes the nearest one below it: Y has 7 loops
     t = Schedule(workloads.get("conv2d_bias_relu", C=2, H=4, W=4, F=2))
     assert t.get(t.sample_compute_location(t.get_block("P"), decision=99)).name == "s"
 
