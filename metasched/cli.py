@@ -57,8 +57,9 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, _params(args.param), args.name)
-    print(wl.source.strip() if wl.source else wl)
-    print()
+    if wl.source:
+        print(wl.source.strip())
+    print(f"\n# bound as {wl}\n")
     print(Schedule(wl))
     return 0
 
