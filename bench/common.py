@@ -9,13 +9,17 @@ compile_times: list[float] = []
 
 
 def build_checked(sch_or_wl):
-    """Compile, record the compile time, check the outputs against the reference; the kernel,
-    the inputs it was checked on, and output arrays to run into."""
+    """Compile, record the compile time, check the outputs against the reference (the timed
+    kernel, and a twin built with ``poison`` so that a read of unwritten memory cannot pass by
+    luck); the kernel, the inputs it was checked on, and output arrays to run into."""
     kernel = metasched.build(sch_or_wl)
     compile_times.append(kernel.compile_seconds)
     wl = sch_or_wl if isinstance(sch_or_wl, metasched.Workload) else sch_or_wl.workload
     inputs = wl.random_inputs(seed=0)
-    metasched.assert_outputs_close(wl, kernel(*inputs), wl.reference(*inputs))
+    want = wl.reference(*inputs)
+    metasched.assert_outputs_close(wl, kernel(*inputs), want)
+    poisoned = metasched.build(sch_or_wl, metasched.CodegenOptions(poison=True))
+    metasched.assert_outputs_close(wl, poisoned(*inputs), want)
     outputs = [np.empty(t.shape, t.dtype) for t in wl.outputs]
     return kernel, inputs, outputs
 

@@ -128,9 +128,14 @@ def schedules(draw: Callable, workload: Workload, max_steps: int = 8) -> Schedul
     return sch
 
 
-def assert_equivalent(sch: Schedule, seed: int = 0, options: Optional[CodegenOptions] = None) -> None:
+POISONED = CodegenOptions(poison=True)
+
+
+def assert_equivalent(sch: Schedule, seed: int = 0, options: Optional[CodegenOptions] = POISONED) -> None:
     """Compile ``sch`` and check its outputs against the reference on random inputs; raises
-    ``MismatchError`` (an ``AssertionError``) showing the program on a mismatch."""
+    ``MismatchError`` (an ``AssertionError``) showing the program on a mismatch. By default the
+    kernel is built with ``poison``: every buffer starts as NaN, so a kernel that reads memory
+    it never wrote fails every time rather than only when the memory held garbage."""
     wl = sch.workload
     inputs = wl.random_inputs(seed)
     got = build(sch, options)(*inputs)

@@ -21,14 +21,14 @@ from metasched.errors import CodegenError
 
 
 def emit_module(func: PrimFunc, launcher: Optional[Launcher], data_layout: str = "",
-                vector_math: bool = True) -> tuple[ir.Module, str]:
+                vector_math: bool = True, poison: bool = False) -> tuple[ir.Module, str]:
     """The unoptimised LLVM module of ``func`` and the name of its entry function."""
     names = [b.name for b in func.params]
     if len(set(names)) != len(names):
         raise CodegenError(f"{func.name} has repeated parameter names {names}")
     # Prefixed so that a kernel called e.g. "erf" cannot capture libm's erf.
     symbol = "ms_" + re.sub(r"[^A-Za-z0-9_]", "_", func.name)
-    ctx = ModuleContext(symbol, vector_math)
+    ctx = ModuleContext(symbol, vector_math, poison)
     ctx.module.triple = host_cpu()[0]
     ctx.module.data_layout = data_layout
     function = ir.Function(ctx.module, ir.FunctionType(VOID, [PTR] * len(names)), name=symbol)
@@ -56,7 +56,7 @@ def compile_func(func: PrimFunc, options: Optional[CodegenOptions] = None) -> Ke
     launcher = make_launcher(options)
     machine = host_target_machine(options.opt_level)
     module_ir, symbol = emit_module(func, launcher, str(machine.target_data),
-                                    options.vector_math)
+                                    options.vector_math, options.poison)
     llvm_ir = str(module_ir)
     with LLVM_LOCK:
         module = llvm.parse_assembly(llvm_ir)

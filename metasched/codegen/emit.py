@@ -139,6 +139,10 @@ class FunctionEmitter:
             slot = self.builder.call(malloc, [i64(size)], name=s.buffer.name)
         else:
             slot = self.stack_slot(s.buffer)
+        if self.ctx.poison:
+            nan = ir.Constant(llvm_type(s.buffer.dtype), float("nan"))
+            with for_range(self.builder, i64(0), i64(s.buffer.size), name="poison") as index:
+                self.builder.store(nan, self.builder.gep(slot, [index], source_etype=llvm_type(s.buffer.dtype)))
         self.buffers[s.buffer.name] = (s.buffer, slot)
         try:
             self.stmt(s.body)

@@ -39,6 +39,12 @@ class Kernel:
         self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(func.params))(address)
         self._workspaces = [np.empty(b.shape, dtype=b.dtype) for b in func.workspaces]
 
+    def _fresh(self, buffer) -> np.ndarray:
+        """An output array: NaN-filled when poisoning (see ``CodegenOptions.poison``)."""
+        if self.options.poison:
+            return np.full(buffer.shape, np.nan, dtype=buffer.dtype)
+        return np.empty(buffer.shape, dtype=buffer.dtype)
+
     def __repr__(self) -> str:
         return (f"<Kernel {self.func.name}: {len(self.func.inputs)} in, {len(self.func.outputs)} "
                 f"out, threading={self.threading}, "
@@ -52,15 +58,16 @@ class Kernel:
     def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """Run on ``inputs``; returns freshly allocated outputs in ``func.outputs`` order."""
         self._check(inputs, self.func.inputs, "input", first_position=0)
-        outputs = [np.empty(b.shape, dtype=b.dtype) for b in self.func.outputs]
+        outputs = [self._fresh(b) for b in self.func.outputs]
         self._enter()
         self._function(*self._pointers(list(inputs) + outputs))
         return outputs
 
     def run(self, *arrays: np.ndarray) -> None:
         """Run on inputs followed by outputs, writing the outputs in place."""
-        pointers = self._pointers(self._checked_arguments(arrays))
-        self._enter()
+        checked = self._checked_arguments(arrays)
+        pointers = self._pointers(checked)
+        self._enter(checked[len(self.func.inputs):])
         self._function(*pointers)
 
     def time(self, *arrays: np.ndarray, number: Optional[int] = None, repeat: int = 5,
@@ -85,9 +92,12 @@ class Kernel:
         return median_seconds(lambda: function(*pointers), repeat=repeat,
                               min_repeat_seconds=min_repeat_seconds, number=number)
 
-    def _enter(self) -> None:
+    def _enter(self, outputs: Sequence[np.ndarray] = ()) -> None:
         if self.threading == "gomp":
             enter_gomp()
+        if self.options.poison:  # a run must not see what an earlier run left behind
+            for array in list(self._workspaces) + list(outputs):
+                array.fill(np.nan)
 
     # --- arguments ---------------------------------------------------------------------------
     def _checked_arguments(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:

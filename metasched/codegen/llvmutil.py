@@ -89,9 +89,10 @@ class ModuleContext:
     """The module being built and what every function emitter shares: declarations of
     intrinsics and external functions (each declared once), and unique names."""
 
-    def __init__(self, name: str, vector_math: bool = True) -> None:
+    def __init__(self, name: str, vector_math: bool = True, poison: bool = False) -> None:
         self.module = ir.Module(name=name)
         self.vector_math = vector_math  # vector exp/log/... through libmvec when available
+        self.poison = poison  # fill scratch buffers with NaN when they are allocated
         self._names: dict[str, int] = {}
 
     def declare(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:

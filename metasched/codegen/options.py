@@ -19,12 +19,17 @@ class CodegenOptions:
     picks gomp when libgomp can be loaded, else pthread.
     ``vector_math``: vectorized exp, log, tanh, erf and pow call glibc's libmvec (4 ulp) when it
     is present, instead of one libm call per lane.
+    ``poison``: for testing. Every output, workspace and scratch buffer starts each run filled
+    with NaN, so that a kernel which reads memory it never wrote gives NaN every time instead
+    of whatever the memory held (which may even be right, from an earlier run). Costs a pass
+    over that memory per run and per scratch allocation.
     """
 
     num_threads: int = 0
     opt_level: int = 3
     threading: str = "auto"
     vector_math: bool = True
+    poison: bool = False
 
     def __post_init__(self) -> None:
         if self.threading not in THREADING_CHOICES:

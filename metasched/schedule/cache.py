@@ -42,10 +42,18 @@ def cache_read(state: ScheduleState, stage: StageState, read_index: int, scope: 
         raise ScheduleError(f"{primitive}: block {stage.name} reads {len(reads)} tensor(s) ({', '.join(reads)}); "
                             f"read_index {read_index!r} is out of range")
     source = reads[read_index]
+    # The copy runs at the root, before the root block whose loops hold ``stage``: the source
+    # must be complete by then.
+    root = _root_of(stage)
     for producer in state.producers(stage):
-        if producer.buffer == source and producer.attach is not None and producer.attach.target is stage:
+        if producer.buffer != source:
+            continue
+        if producer.attach is not None and producer.attach.target is stage:
             raise ScheduleError(f"{primitive}: {source} is computed at a loop of {stage.name}; "
                                 f"cache it before computing it there")
+        if producer.attach is not None or state.stages.index(producer) >= state.stages.index(root):
+            raise ScheduleError(f"{primitive}: {source} is still being computed where {stage.name} runs "
+                                f"(inside the loops of {root.name}); a copy at the root would read it unfinished")
     tensor = state.workload.tensor(source) if source in {t.name for t in state.workload.inputs} \
         else next(s.statement.tensor for s in state.stages if s.buffer == source)
     name = state.fresh_name(f"{source}_{scope}")

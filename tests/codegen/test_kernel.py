@@ -141,3 +141,25 @@ def test_big_scratch_buffers_live_on_the_heap_inside_parallel_loops():
     data = np.random.default_rng(0).random((4, n), dtype=np.float32)
     (out,) = kernel(data)
     np.testing.assert_array_equal(out, data)
+
+
+def test_poison_makes_reads_of_unwritten_memory_fail_every_time():
+    # Y reads a workspace nothing wrote: garbage without poison, NaN with it, on every run.
+    import numpy as np
+
+    from metasched.codegen import CodegenOptions, compile_func
+    from metasched.ir import Allocate, Buffer, For, ForKind, Load, PrimFunc, Seq, Store, Var
+
+    i = Var("i")
+    x, y, w, t = (Buffer("X", (8,), "float32"), Buffer("Y", (8,), "float32"),
+                  Buffer("W", (8,), "float32"), Buffer("T", (8,), "float32"))
+    unwritten = For("i", 8, ForKind.SERIAL, Store("Y", (i,), Load("W", (i,))))
+    kernel = compile_func(PrimFunc("reads_workspace", (x,), (y,), (w,), unwritten), CodegenOptions(poison=True))
+    for _ in range(2):
+        assert np.isnan(kernel(np.ones(8, np.float32))[0]).all()
+    scratch = Allocate(t, For("i", 8, ForKind.SERIAL, Store("Y", (i,), Load("T", (i,)))))
+    kernel = compile_func(PrimFunc("reads_scratch", (x,), (y,), (), scratch), CodegenOptions(poison=True))
+    assert np.isnan(kernel(np.ones(8, np.float32))[0]).all()
+    written = Seq((For("i", 8, ForKind.SERIAL, Store("W", (i,), Load("X", (i,)))), unwritten))
+    kernel = compile_func(PrimFunc("writes_first", (x,), (y,), (w,), written), CodegenOptions(poison=True))
+    np.testing.assert_array_equal(kernel(np.arange(8, dtype=np.float32))[0], np.arange(8))

@@ -110,6 +110,19 @@ def test_cache_read_redirects_only_the_given_block():
         sch.cache_read(c, 0, "shared")
 
 
+def test_cache_read_of_a_tensor_still_being_computed_is_refused():
+    # Z runs after each row tile of Y: a root copy of Y for Z would read Y unfinished
+    wl = workloads.get("dense_bias_relu", M=5, K=7, N=10)
+    sch = Schedule(wl)
+    y = sch.get_block("Y")
+    i, j, k = sch.get_loops(y)
+    sch.reverse_compute_at(sch.get_block("Z"), i)
+    before = str(sch)
+    with pytest.raises(ScheduleError, match="would read it unfinished"):
+        sch.cache_read(sch.get_block("Z"), 0, "global")
+    assert str(sch) == before
+
+
 def test_cache_read_computed_at_a_tile_is_compacted():
     wl = workloads.get("matmul", M=8, N=16, K=4)
     sch = Schedule(wl)
