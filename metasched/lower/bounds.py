@@ -9,7 +9,7 @@ dimension, which is always correct, only redundant.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 from metasched.ir.analysis import as_affine, free_vars, from_affine, simplify
 from metasched.ir.expr import Expr, IntImm
@@ -35,15 +35,21 @@ def _span(index: Expr, inner: dict[str, int]) -> tuple[Expr, int, int] | None:
     return from_affine((outer, const)), lo, hi
 
 
-def region(accesses: Sequence[Sequence[Expr]], inner: dict[str, int], shape: Sequence[int]) -> list[Span]:
+def region(accesses: Sequence[Sequence[Expr]], inner: dict[str, int], shape: Sequence[int],
+           exact: bool = False) -> Optional[list[Span]]:
     """The region of a tensor of ``shape`` that ``accesses`` (index tuples) cover while the
     variables in ``inner`` (name -> extent) take all their values and every other variable is
-    fixed. Each dimension's extent is a constant no larger than the dimension."""
+    fixed. Each dimension's extent is a constant no larger than the dimension. With ``exact``,
+    None where a dimension would have to fall back to its whole extent without knowing that
+    the accesses reach all of it (a consumer that runs after a region is written must not read
+    past it)."""
     result: list[Span] = []
     for d, dim in enumerate(shape):
         spans = [_span(acc[d], inner) for acc in accesses]
         whole = (IntImm(0), dim)
         if not spans or any(s is None for s in spans) or len({s[0] for s in spans}) > 1:
+            if exact:
+                return None
             result.append(whole)
             continue
         outer = spans[0][0]

@@ -127,6 +127,9 @@ def compute_at(state: ScheduleState, stage: StageState, target: StageState, loop
     primitive = "compute_at"
     if target is stage:
         raise ScheduleError(f"{primitive}: block {stage.name} cannot be computed at its own loop")
+    if stage.statement.is_output:
+        raise ScheduleError(f"{primitive}: block {stage.name} writes output {stage.buffer}, which must be "
+                            f"computed whole; {target.name} may read only part of it")
     consumers = state.consumers(stage)
     if consumers != [target]:
         names = ", ".join(c.name for c in consumers) or "none"
@@ -181,7 +184,11 @@ def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageSta
             axis_of_dim[d] = index.name
     glob, _, _ = stage_axes(target, {})
     inner = {lv.name: lv.extent for lv in target.leaves[position + 1:]}
-    spans = region([glob], inner, tst.shape)
+    spans = region([glob], inner, tst.shape, exact=True)
+    if spans is None:
+        raise ScheduleError(f"{primitive}: cannot tell which part of {tst.name} one iteration of loop "
+                            f"{loop.name} completes (its loops inside are fused); reverse_compute_at first, "
+                            f"then fuse")
     starts: list[Expr] = [IntImm(0)] * len(names)
     extents = list(st.shape)
     for d, name in axis_of_dim.items():
@@ -196,7 +203,7 @@ def locations(state: ScheduleState, stage: StageState) -> tuple[list[int], list[
     -1 root, then loop indices) and the loops those indices name."""
     candidates = ([-2] if can_inline(state, stage) else []) + [-1]
     consumers = state.consumers(stage)
-    if len(consumers) == 1 and not state.attached_at(stage):
+    if len(consumers) == 1 and not state.attached_at(stage) and not stage.statement.is_output:
         loops = list(consumers[0].leaves)
         candidates += list(range(len(loops)))
         return candidates, loops

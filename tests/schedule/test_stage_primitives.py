@@ -2,6 +2,7 @@
 the result still computes the reference, and the errors of illegal uses."""
 import pytest
 
+import metasched
 from metasched import Schedule, ScheduleError, Trace, workloads
 from metasched.testing import assert_equivalent
 
@@ -170,7 +171,7 @@ def test_rfactor_factor_axis_out_of_range():
 
 @pytest.mark.parametrize("action, message", [
     (lambda s: s.compute_at(s.get_block("C"), s.get_loops(s.get_block("C"))[0]), "its own loop"),
-    (lambda s: s.compute_at(s.get_block("D"), s.get_loops(s.get_block("C"))[0]), "only consumer"),
+    (lambda s: s.compute_at(s.get_block("D"), s.get_loops(s.get_block("C"))[0]), "must be computed whole"),
     (lambda s: s.reverse_compute_at(s.get_block("D"), s.get_loops(s.get_block("C"))[2]),
      "inside the reduction loops"),
     (lambda s: s.reverse_compute_at(s.get_block("C"), s.get_loops(s.get_block("D"))[0]), "is a reduction"),
@@ -332,3 +333,45 @@ def test_copy_is_independent(mm_relu):
     twin.vectorize(j1)  # the twin's handles work on the twin
     assert "vectorized" in str(twin) and "vectorized" not in str(sch)
     assert twin.trace.insts[:len(sch.trace.insts) - 1] == sch.trace.insts[:-1]
+
+
+OUTPUT_READ_LATER = """
+workload two(N = 6) {
+    input X: float32[N]
+    output A[i] = X[i] * 2.0
+    output B[i] = A[i + 1] + 1.0 where i in 0..N - 1
+}
+"""
+
+
+def test_an_output_is_never_computed_at_a_loop():
+    # B reads A[1:], so computing A only where B reads it would never write A[0]
+    sch = Schedule(metasched.parse(OUTPUT_READ_LATER))
+    a = sch.get_block("A")
+    with pytest.raises(ScheduleError, match="must be computed whole"):
+        sch.compute_at(a, sch.get_loops(sch.get_block("B"))[0])
+    assert sch.get(sch.sample_compute_location(a)) == "root"  # the only candidate
+
+
+def test_reverse_compute_at_needs_the_exact_region_an_iteration_completes():
+    sch = Schedule(workloads.get("matmul_relu", M=8, N=8, K=4))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [2, 4])
+    sch.fuse(i1, j)  # C's index inside i_0 is now (f // 8, f % 8): not affine
+    d = sch.get_block("D")
+    with pytest.raises(ScheduleError, match="cannot tell which part of C"):
+        sch.reverse_compute_at(d, i0)
+    other = Schedule(workloads.get("matmul_relu", M=8, N=8, K=4))
+    c = other.get_block("C")
+    i, j, k = other.get_loops(c)
+    i0, i1 = other.split(i, [2, 4])
+    other.reverse_compute_at(other.get_block("D"), i0)
+    other.fuse(i1, j)  # fusing inside the attach point afterwards is fine
+    assert_equivalent(other)
+
+
+def test_compute_at_needs_the_target_to_be_the_only_consumer():
+    sch = Schedule(workloads.get("softmax", M=4, N=6))  # e feeds both s and Y
+    with pytest.raises(ScheduleError, match="only consumer .*its consumers: s, Y"):
+        sch.compute_at(sch.get_block("e"), sch.get_loops(sch.get_block("s"))[0])
