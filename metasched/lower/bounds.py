@@ -55,6 +55,10 @@ def region(accesses: Sequence[Sequence[Expr]], inner: dict[str, int], shape: Seq
         outer = spans[0][0]
         lo = min(s[1] for s in spans)
         hi = max(s[2] for s in spans)
-        extent = hi - lo + 1
-        result.append(whole if extent >= dim else (simplify(outer + lo), extent))
+        start, extent = simplify(outer + lo), hi - lo + 1
+        # Collapsing to the whole dimension drops ``start``; only an exact region that covers
+        # the dimension from a constant position may do that (a consumer computed after each
+        # iteration must not recompute elements from iterations that produced nothing).
+        covers = isinstance(start, IntImm) and start.value <= 0 and start.value + extent >= dim
+        result.append(whole if extent >= dim and (covers or not exact) else (start, extent))
     return result

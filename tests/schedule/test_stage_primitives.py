@@ -375,3 +375,15 @@ def test_compute_at_needs_the_target_to_be_the_only_consumer():
     sch = Schedule(workloads.get("softmax", M=4, N=6))  # e feeds both s and Y
     with pytest.raises(ScheduleError, match="only consumer .*its consumers: s, Y"):
         sch.compute_at(sch.get_block("e"), sch.get_loops(sch.get_block("s"))[0])
+
+
+def test_a_consumer_after_an_iteration_that_produced_nothing_computes_nothing():
+    # M = 1 split by 2: the second iteration of i_1 is guarded off and writes no row of C; the
+    # ReLU after it must not recompute row 0 from that iteration's (unwritten) tile.
+    sch = Schedule(workloads.get("matmul_relu", M=1, N=6, K=3))
+    c = sch.get_block("C")
+    i, j, k = sch.get_loops(c)
+    i0, i1 = sch.split(i, [None, 2])
+    sch.reverse_compute_at(sch.get_block("D"), i1)
+    assert "if i1 + i_0 * 2 + i_1 < 1:" in lines(sch)
+    assert_equivalent(sch)
