@@ -35,7 +35,7 @@ def median_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds
     return per_call[len(per_call) // 2]
 
 
-def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int = 5,
+def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int = 7,
                  repeat: int = 3, min_repeat_seconds: float = 0.05) -> tuple[float, float, float]:
     """Time two functions in alternation, ``rounds`` times each: (median seconds of a, median
     seconds of b, median of the per-round ratios b / a).
