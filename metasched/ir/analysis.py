@@ -4,21 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Mapping, Optional
 
-from metasched.ir.expr import (
-    BinOp,
-    Call,
-    Cast,
-    Expr,
-    FloatImm,
-    IntImm,
-    Load,
-    Neg,
-    Not,
-    Select,
-    Var,
-    children,
-    rebuild,
-)
+from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Neg, Var, children, rebuild
 
 # An affine form: {variable name: coefficient} and a constant.
 Affine = tuple[dict[str, int], int]

@@ -25,7 +25,7 @@ from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var
 from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
 from metasched.lower.bounds import Span, region
-from metasched.lower.state import Fuse, IterVar, ScheduleState, Split, StageState
+from metasched.lower.state import IterVar, ScheduleState, Split, StageState
 
 _COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 
@@ -110,11 +110,13 @@ def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bo
     return value, guards
 
 
-def stage_axes(stage: StageState, outer: dict[str, Expr]) -> tuple[list[Expr], list[Expr], list[Expr]]:
+def stage_axes(stage: StageState, outer: dict[str, Expr],
+               value: Optional[dict[str, Expr]] = None) -> tuple[list[Expr], list[Expr], list[Expr]]:
     """The stage's spatial axes as tensor indices (global), as buffer indices (local to the
     region when compacted) and its reduction axes, all as expressions of its leaf loops and
-    of the enclosing loops in ``outer``."""
-    value, _ = loop_values(stage)
+    of the enclosing loops in ``outer``; ``value`` is ``loop_values(stage)[0]`` if known."""
+    if value is None:
+        value, _ = loop_values(stage)
     n = len(stage.statement.axes)
     local = [value[iv.name] for iv in stage.axes[:n]]
     reduce = [value[iv.name] for iv in stage.axes[n:]]
@@ -185,7 +187,7 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
     ``shifted`` the region starts of compacted buffers the stage reads from enclosing stages."""
     st = stage.statement
     value, split_guards = loop_values(stage)
-    glob, index, reduce = stage_axes(stage, outer)
+    glob, index, reduce = stage_axes(stage, outer, value)
     leaves = stage.leaves
     ranges = {**ranges, **{lv.name: (0, lv.extent - 1) for lv in leaves}}
     guards = list(split_guards)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from metasched.errors import ScheduleError
-from metasched.ir.analysis import substitute, transform
+from metasched.ir.analysis import substitute, transform, walk
 from metasched.ir.expr import Expr, IntImm, Load, Var
 from metasched.lower import Attach, IterVar, ScheduleState, StageState
 from metasched.lower.bounds import region
@@ -64,15 +64,7 @@ def compute_inline(state: ScheduleState, stage: StageState) -> None:
 
 
 def _loads_of(body: Expr, buffer: str) -> list[Load]:
-    found: list[Load] = []
-
-    def visit(e: Expr):
-        if isinstance(e, Load) and e.buffer == buffer:
-            found.append(e)
-        return None
-
-    transform(body, visit)
-    return found
+    return [e for e in walk(body) if isinstance(e, Load) and e.buffer == buffer]
 
 
 def reverse_compute_inline(state: ScheduleState, stage: StageState) -> None:
