@@ -10,7 +10,21 @@ from __future__ import annotations
 from typing import Optional
 
 from metasched.lang.workload import Workload
-from metasched.schedule import Schedule
+from metasched.schedule import LoopRV, Schedule
+
+
+def _split(sch: Schedule, loop: LoopRV, *inner: int) -> list[LoopRV]:
+    """``sch.split(loop, [None, *inner])`` with each inner factor cut down to what the loop
+    needs (``split`` refuses a factor that would run iterations doing nothing), so that one
+    schedule fits every size of its workload."""
+    extent = sch.get(loop).extent
+    factors: list[int] = []
+    inside = 1
+    for factor in reversed(inner):
+        factor = min(factor, -(-extent // inside))
+        factors.insert(0, factor)
+        inside *= factor
+    return sch.split(loop, [None, *factors])
 
 
 def _register_tiles(sch: Schedule, block: str, tile_i: int, tile_j: int, tile_k: int) -> tuple:
@@ -20,9 +34,9 @@ def _register_tiles(sch: Schedule, block: str, tile_i: int, tile_j: int, tile_k:
     operations. Returns the block, its leading batch loops and ``j_0, i_0``."""
     b = sch.get_block(block)
     *batch, i, j, k = sch.get_loops(b)
-    i0, i1 = sch.split(i, [None, tile_i])
-    j0, j1 = sch.split(j, [None, tile_j])
-    k0, k1 = sch.split(k, [None, tile_k])
+    i0, i1 = _split(sch, i, tile_i)
+    j0, j1 = _split(sch, j, tile_j)
+    k0, k1 = _split(sch, k, tile_k)
     sch.reorder(j0, i0, k0, k1, i1, j1)
     sch.unroll(i1)
     sch.vectorize(j1)
@@ -48,8 +62,8 @@ def tiled_transpose(workload: Workload, block: str = "C", tile: int = 16, parall
     sch = Schedule(workload)
     b = sch.get_block(block)
     i, j = sch.get_loops(b)
-    i0, i1 = sch.split(i, [None, tile])
-    j0, j1 = sch.split(j, [None, tile])
+    i0, i1 = _split(sch, i, tile)
+    j0, j1 = _split(sch, j, tile)
     sch.reorder(i0, j0, i1, j1)
     sch.vectorize(j1)
     if parallel:
@@ -85,8 +99,8 @@ def streamed_column_sum(workload: Workload, block: str = "S", columns: int = 204
     sch = Schedule(workload)
     b = sch.get_block(block)
     j, i = sch.get_loops(b)
-    j0, j1, j2 = sch.split(j, [None, max(1, columns // lanes), lanes])
-    i0, i1 = sch.split(i, [None, rows])
+    j0, j1, j2 = _split(sch, j, max(1, columns // lanes), lanes)
+    i0, i1 = _split(sch, i, rows)
     sch.reorder(j0, i0, j1, i1, j2)
     sch.unroll(i1)
     sch.vectorize(j2)
@@ -102,7 +116,7 @@ def rfactor_column_sum(workload: Workload, block: str = "S", parts: int = 4) -> 
     sch = Schedule(workload)
     b = sch.get_block(block)
     j, i = sch.get_loops(b)
-    i0, i1 = sch.split(i, [parts, None])
+    i0, i1 = sch.split(i, [min(parts, sch.get(i).extent), None])
     partial = sch.rfactor(i0, 0)
     p_i0, p_j, p_i1 = sch.get_loops(partial)
     sch.reorder(p_i0, p_i1, p_j)
@@ -123,8 +137,8 @@ def tiled_conv2d(workload: Workload, tile_f: int = 8, tile_x: int = 8, parallel:
     sch = Schedule(workload)
     y_block = sch.get_block("Y")
     n, f, y, x, c, r, s = sch.get_loops(y_block)
-    f0, f1 = sch.split(f, [None, tile_f])
-    x0, x1 = sch.split(x, [None, tile_x])
+    f0, f1 = _split(sch, f, tile_f)
+    x0, x1 = _split(sch, x, tile_x)
     sch.reorder(n, f0, y, x0, c, r, s, f1, x1)
     sch.unroll(f1)
     sch.vectorize(x1)
@@ -141,7 +155,7 @@ def tiled_conv2d(workload: Workload, tile_f: int = 8, tile_x: int = 8, parallel:
     return sch
 
 
-def sampled_matmul(workload: Workload, seed: Optional[int] = None, block: str = "C",
+def sampled_matmul(workload: Workload, seed: int = 0, block: str = "C",
                    epilogue: Optional[str] = None) -> Schedule:
     """MetaSchedule's multi-level tiling (``SSRSRS``) of a matmul with sampled tile sizes, as
     its CPU rules and post-processors would record it: the spatial loops in four levels, the

@@ -12,12 +12,20 @@ and loops. A drawn step that breaks a precondition raises ``ScheduleError``, whi
 nothing; the strategy skips that step and draws the next one, so every drawn schedule is legal. ``assert_equivalent`` compiles a
 schedule and compares its outputs on random inputs with the numpy reference under the tolerance
 rule of ``metasched.lang.tolerance``.
+
+It needs hypothesis: ``pip install "metasched[testing]"``.
 """
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-from hypothesis import strategies as st
+try:
+    from hypothesis import strategies as st
+except ModuleNotFoundError as missing:  # an optional dependency: say how to get it
+    raise ModuleNotFoundError(
+        "metasched.testing needs hypothesis, which a plain `pip install metasched` does not bring: "
+        "install it with `pip install \"metasched[testing]\"` (or `pip install hypothesis`)",
+        name=missing.name) from None
 
 from metasched.build import build
 from metasched.codegen import CodegenOptions
@@ -31,8 +39,17 @@ MAX_UNROLL_EXTENT = 8
 
 
 def _factors(draw: Callable, extent: int) -> list[Optional[int]]:
+    """Two or three factors that ``split`` accepts: inner factors drawn innermost first, each at
+    most what the loop still needs (an imperfect split is guarded), the outermost the extent
+    that covers the rest; one factor, often the outermost, left as None to be inferred."""
     count = draw(st.integers(2, 3))
-    factors: list[Optional[int]] = [draw(st.integers(1, max(1, extent) + 2)) for _ in range(count)]
+    factors: list[Optional[int]] = []
+    inside = 1
+    for _ in range(count - 1):
+        factor = draw(st.integers(1, -(-extent // inside)))
+        factors.insert(0, factor)
+        inside *= factor
+    factors.insert(0, -(-extent // inside))
     if draw(st.booleans()):
         factors[draw(st.integers(0, count - 1))] = None
     return factors

@@ -3,10 +3,14 @@ reduction loop as a new spatial axis, and a final reduction over that axis. The 
 parallelises (or vectorises) over the new axis; the final one is short."""
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+
+import numpy as np
 
 from metasched.errors import ScheduleError
 from metasched.ir.analysis import substitute
+from metasched.ir.limits import MAX_BUFFER_BYTES
 from metasched.ir.expr import BinOp, Expr, FloatImm, Load, Select, Var
 from metasched.lang.workload import Axis, Statement, reduce_init
 from metasched.lower import IterVar, ScheduleState, Split, StageState
@@ -28,6 +32,10 @@ def rfactor(state: ScheduleState, stage: StageState, loop: IterVar, factor_axis:
         raise ScheduleError(f"{primitive}: factor_axis must lie in [{-(n + 1)}, {n}], got {factor_axis!r}")
     if factor_axis < 0:
         factor_axis += n + 1
+    size = math.prod(a.extent for a in st.axes) * loop.extent * np.dtype(st.dtype).itemsize
+    if size >= MAX_BUFFER_BYTES:
+        raise ScheduleError(f"{primitive}: the partial results of block {stage.name} over loop {loop.name} "
+                            f"would take {size} bytes, beyond the {MAX_BUFFER_BYTES} a buffer may hold")
 
     value, guards = loop_values(stage)
     reduce_leaves = [lv for lv in stage.leaves if lv.is_reduce]

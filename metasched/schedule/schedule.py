@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from math import prod
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from metasched.errors import ScheduleError
+from metasched.ir.limits import fits_int64
 from metasched.ir.stmt import ForKind, PrimFunc
 from metasched.lang.workload import Workload
 from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower
@@ -32,20 +34,41 @@ from metasched.schedule.trace import Trace
 ROOT = "root"
 INLINE = "inline"
 
+# More nested loops than this from one tiling are never useful, and a huge ``n`` would make
+# that many random variables.
+MAX_TILE_LEVELS = 64
+
 Factor = Union[int, ExprRV, None]
+Seed = Union[int, np.random.Generator]
 _uids = itertools.count()
+
+
+def make_rng(seed: Seed, where: str) -> np.random.Generator:
+    """The generator of ``seed``: a non-negative integer seeds a new one, a Generator is used as
+    it is (so that a caller can pass its own stream down). Anything else is a ``ScheduleError``:
+    there is no default drawn from the operating system's entropy."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0:
+        return np.random.default_rng(int(seed))
+    raise ScheduleError(f"{where}: seed must be a non-negative integer or a numpy.random.Generator, "
+                        f"got {seed!r}")
 
 
 class Schedule:
     """Transforms a workload's loops; ``str(sch)`` is the current loop program and
-    ``sch.trace`` the instructions that made it. ``seed`` seeds the sampling instructions."""
+    ``sch.trace`` the instructions that made it.
 
-    def __init__(self, workload: Workload, seed: Optional[int] = None) -> None:
+    ``seed`` (a non-negative integer, default 0, or a ``numpy.random.Generator``) drives every
+    sampling instruction, so the same seed always draws the same schedule."""
+
+    def __init__(self, workload: Workload, seed: Seed = 0) -> None:
         if not isinstance(workload, Workload):
-            raise TypeError(f"Schedule needs a Workload, got {type(workload).__name__}")
+            raise ScheduleError(f"Schedule needs a Workload (from metasched.parse, load or workloads.get), "
+                                f"got {type(workload).__name__}")
         self.workload = workload
         self.state = ScheduleState.initial(workload)
-        self.rng = np.random.default_rng(seed)
+        self.rng = make_rng(seed, "Schedule")
         self._uid = next(_uids)
         self._symbols: dict[RV, object] = {}
         self._rv_names: set[str] = set()
@@ -125,9 +148,14 @@ class Schedule:
         return Trace(tuple(self._insts), self._decisions)
 
     @classmethod
-    def from_trace(cls, workload: Workload, trace: Trace, seed: Optional[int] = None) -> Schedule:
-        """Replay ``trace`` on ``workload``, checking every precondition again. A
-        ``ScheduleError`` names the instruction that failed (its index and its text)."""
+    def from_trace(cls, workload: Workload, trace: Trace, seed: Seed = 0) -> Schedule:
+        """Replay ``trace`` on ``workload``, checking every precondition again. A sampling
+        instruction without a decision draws from ``seed`` (see ``Schedule``), so one seed gives
+        one program. A ``ScheduleError`` names the instruction that failed (its index and its
+        text)."""
+        if not isinstance(trace, Trace):
+            raise ScheduleError(f"from_trace needs a Trace (Trace.parse(text) or Trace.from_json(obj)), "
+                                f"got {type(trace).__name__}")
         sch = cls(workload, seed)
         decisions = trace.decisions
         rvs: dict[str, RV] = {}
@@ -138,14 +166,15 @@ class Schedule:
             try:
                 result = sch._apply(kind, inputs, list(inst.attrs), decisions.get(index))
             except ScheduleError as err:
-                text = str(Trace((inst,), {0: decisions[index]} if index in decisions else {})).strip()
-                raise ScheduleError(f"instruction {index} `{text}`: {err}") from None
+                raise ScheduleError(f"{_where(trace, index)}: {err}") from None
             finally:
                 sch._pending_names = []
             outs = [] if result is None else list(result) if isinstance(result, list) else [result]
             if len(outs) != len(inst.outputs):
-                raise ScheduleError(f"instruction {index}: it made {len(outs)} outputs where the trace names "
-                                    f"{len(inst.outputs)}")
+                raise ScheduleError(
+                    f"{_where(trace, index)}: on {workload} it makes {len(outs)} "
+                    f"output{'s' * (len(outs) != 1)} where the trace names {len(inst.outputs)}; "
+                    f"the trace may have been recorded on another workload or with other parameters")
             rvs.update((out.name, out) for out in outs)
         return sch
 
@@ -232,10 +261,23 @@ class Schedule:
     def split(self, loop: LoopRV, factors: Sequence[Factor]) -> list[LoopRV]:
         """Split ``loop`` into ``len(factors)`` nested loops of those extents, outermost first.
         At most one factor may be None: it becomes the smallest extent that covers the loop.
-        Factors that overshoot the loop's extent are fine: lowering guards the extra
-        iterations. A factor may be an ExprRV (from ``sample_perfect_tile``)."""
+        A factor may be an ExprRV (from ``sample_perfect_tile``).
+
+        Factors whose product overshoots the loop's extent are fine (lowering guards the extra
+        iterations), but only as far as every loop of the split still does some work in each
+        of its iterations: factor ``k`` may be at most ``ceil(extent / p)``, where ``p`` is the
+        product of the factors inside it. So no factor exceeds the loop's extent, the
+        innermost factor may be anything up to the extent, and ``n`` factors run fewer than
+        ``n * extent`` iterations. ``split(i, [None, 8])`` on a loop of 5 is refused: write
+        ``[None, 5]``."""
         iv, stage = self._loop(loop, "split")
-        given = list(factors)
+        try:
+            if isinstance(factors, (str, bytes)):
+                raise TypeError
+            given = list(factors)
+        except TypeError:
+            raise ScheduleError(f"split: factors must be a list with one extent per new loop (None for the "
+                                f"one to infer), as in split({loop}, [None, 4]); got {factors!r}") from None
         values = [self._int(f, "split") for f in given]
         if len(values) < 2:
             raise ScheduleError(f"split: loop {loop} ({iv.name}) needs at least 2 factors, got {values}")
@@ -243,16 +285,30 @@ class Schedule:
         if len(missing) > 1:
             raise ScheduleError(f"split: at most one factor may be None, got {values}")
         for f in values:
-            if f is not None and (isinstance(f, bool) or not isinstance(f, (int, np.integer)) or f < 1):
+            if f is not None and (not _is_int(f) or f < 1):
                 raise ScheduleError(f"split: factors must be positive integers or None, got {values}")
-        known = prod(int(f) for f in values if f is not None)
+            if f is not None and f > iv.extent:
+                raise ScheduleError(f"split: factor {f} is larger than the extent {iv.extent} of loop {loop} "
+                                    f"({iv.name}); a factor beyond the extent only adds iterations that do "
+                                    f"nothing (use at most {iv.extent})")
+        values = [None if f is None else int(f) for f in values]
+        known = prod(f for f in values if f is not None)
         if missing:
             values[missing[0]] = -(-iv.extent // known)
         elif known < iv.extent:
             raise ScheduleError(
                 f"split: factors {values} cover {known} iterations, fewer than loop {loop} ({iv.name}) "
                 f"has ({iv.extent})")
-        children = tuple(IterVar(self.state.fresh_name(f"{iv.name}_{k}"), int(f), iv.is_reduce)
+        inside = 1
+        for k in range(len(values) - 1, -1, -1):
+            needed = -(-iv.extent // inside)
+            if values[k] > needed:
+                raise ScheduleError(
+                    f"split: factor {values[k]} at position {k} of {values} is too large for loop {loop} "
+                    f"({iv.name}, extent {iv.extent}): the factors inside it cover {inside} each, so {needed} "
+                    f"cover the loop and {values[k] - needed} more would do nothing")
+            inside *= values[k]
+        children = tuple(IterVar(self.state.fresh_name(f"{iv.name}_{k}"), f, iv.is_reduce)
                          for k, f in enumerate(values))
         stage.relations.append(Split(iv, children))
         position = stage.leaves.index(iv)
@@ -435,8 +491,9 @@ class Schedule:
             raise ScheduleError(f"annotate: the key must be a non-empty string, got {key!r}")
         resolved = self._int(value, "annotate") if isinstance(value, ExprRV) else value
         if not isinstance(resolved, (int, float, str)) or isinstance(resolved, bool) or \
-                (isinstance(resolved, float) and not math.isfinite(resolved)):
-            raise ScheduleError(f"annotate: the value must be an int, a finite float, a str or an ExprRV, "
+                (isinstance(resolved, float) and not math.isfinite(resolved)) or \
+                (isinstance(resolved, int) and not fits_int64(resolved)):
+            raise ScheduleError(f"annotate: the value must be a 64-bit int, a finite float, a str or an ExprRV, "
                                 f"got {value!r}")
         self._annotated(block_or_loop, "annotate")[key] = resolved
         self._record("Annotate", (block_or_loop, value), (key,))
@@ -456,13 +513,22 @@ class Schedule:
         ``max_innermost_factor``. A given ``decision`` that no longer fits the loop is
         repaired by MetaSchedule's rule (see ``sampling.repair_perfect_tile``)."""
         iv, _ = self._loop(loop, "sample_perfect_tile")
-        if not isinstance(n, int) or n < 1:
-            raise ScheduleError(f"sample_perfect_tile: n must be a positive integer, got {n!r}")
+        if not _is_int(n) or not 1 <= n <= MAX_TILE_LEVELS:
+            raise ScheduleError(f"sample_perfect_tile: n must be an integer from 1 to {MAX_TILE_LEVELS}, got {n!r}")
+        if not _is_int(max_innermost_factor):
+            raise ScheduleError(f"sample_perfect_tile: max_innermost_factor must be an integer "
+                                f"(0 or less: no limit), got {max_innermost_factor!r}")
+        if decision is None and n == 1 and 0 < max_innermost_factor < iv.extent:
+            raise ScheduleError(
+                f"sample_perfect_tile: with n=1 the one factor is the whole extent {iv.extent} of loop {loop} "
+                f"({iv.name}), which exceeds max_innermost_factor={max_innermost_factor}; ask for n >= 2 "
+                f"or raise max_innermost_factor")
         if decision is None:
             factors = sampling.sample_perfect_tile(self.rng, iv.extent, n, max_innermost_factor)
         else:
-            if len(decision) != n or any(not isinstance(f, (int, np.integer)) or f < 1 for f in decision):
-                raise ScheduleError(f"sample_perfect_tile: decision {list(decision)} is not {n} positive integers")
+            if not isinstance(decision, (list, tuple)) or len(decision) != n or \
+                    any(not _is_int(f) or f < 1 for f in decision):
+                raise ScheduleError(f"sample_perfect_tile: decision {decision!r} is not {n} positive integers")
             factors = sampling.repair_perfect_tile(iv.extent, [int(f) for f in decision])
         outs = [self._new(ExprRV, int(f)) for f in factors]
         self._record("SamplePerfectTile", (loop,), (n, max_innermost_factor), outs, tuple(factors))
@@ -471,17 +537,23 @@ class Schedule:
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
                            decision: Optional[int] = None) -> ExprRV:
         """One of ``candidates`` drawn with ``probs``; the decision is its index."""
-        candidates, probs = tuple(candidates), tuple(float(p) for p in probs)
+        try:
+            candidates, probs = tuple(candidates), tuple(float(p) for p in probs)
+        except (TypeError, ValueError):
+            raise ScheduleError(f"sample_categorical: candidates must be a list of integers and probs a list of "
+                                f"numbers, got {candidates!r} and {probs!r}") from None
         if not all(math.isfinite(p) for p in probs):
             raise ScheduleError(f"sample_categorical: probabilities must be finite, got {list(probs)}")
         if not candidates or len(candidates) != len(probs):
             raise ScheduleError(f"sample_categorical: {len(candidates)} candidates but {len(probs)} probabilities")
+        if not all(_is_int(c) and fits_int64(c) for c in candidates):
+            raise ScheduleError(f"sample_categorical: candidates must be 64-bit integers, got {list(candidates)}")
         if decision is None:
             try:
                 decision = sampling.sample_categorical(self.rng, probs)
             except ValueError as err:
                 raise ScheduleError(f"sample_categorical: {err}") from None
-        if not isinstance(decision, (int, np.integer)) or not 0 <= decision < len(candidates):
+        if not _is_int(decision) or not 0 <= decision < len(candidates):
             raise ScheduleError(f"sample_categorical: decision {decision!r} is not an index into {list(candidates)}")
         rv = self._new(ExprRV, candidates[decision])
         self._record("SampleCategorical", (), (candidates, probs), (rv,), int(decision))
@@ -495,6 +567,8 @@ class Schedule:
         candidates, loops = compute_location.locations(self.state, stage)
         if decision is None:
             decision = int(candidates[self.rng.integers(len(candidates))])
+        elif not _is_int(decision):
+            raise ScheduleError(f"sample_compute_location: decision {decision!r} is not an integer")
         else:
             decision = sampling.repair_compute_location(int(decision), candidates)
         target: object = INLINE if decision == -2 else ROOT if decision == -1 else loops[decision]
@@ -512,3 +586,13 @@ class Schedule:
 
     def __repr__(self) -> str:
         return f"<Schedule of {self.workload!r}, {len(self._insts)} instructions>"
+
+
+def _where(trace: Trace, index: int) -> str:
+    """``instruction 3 `l4, l5 = sch.split(l1, [None, 8])``` for a replay error."""
+    decision = trace.decisions.get(index)
+    return f"instruction {index} `{str(Trace((trace.insts[index],), {} if decision is None else {0: decision}))}`"
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

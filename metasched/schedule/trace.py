@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import difflib
 import numbers
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 # The two modules refer to each other: a schedule records a trace, a trace replays into a
 # schedule. A module import (not a from-import) lets each find the other at call time.
 import metasched.schedule.schedule as _schedule
 from metasched.errors import TraceError
+from metasched.ir.limits import INT64_MAX, INT64_MIN, fits_int64
 from metasched.schedule.instruction import KINDS, RV, Instruction, decision_problem, output_count
 from metasched.schedule.trace_text import format_instruction, format_value, parse_text
 
@@ -65,6 +66,14 @@ class Trace:
     def __len__(self) -> int:
         return len(self._insts)
 
+    def __getitem__(self, index: int) -> Instruction:
+        """The instruction at ``index`` (a slice gives a tuple of instructions; decisions are
+        ``trace.decisions[index]``)."""
+        return self._insts[index]
+
+    def __iter__(self) -> Iterator[Instruction]:
+        return iter(self._insts)
+
     def __repr__(self) -> str:
         return f"<Trace of {len(self._insts)} instruction{'s' * (len(self._insts) != 1)}>"
 
@@ -79,7 +88,12 @@ class Trace:
 
         Raises ``TraceError`` at the line and column of the first mistake: bad syntax, an unknown
         method, a wrong argument or number of targets, a name not defined by an earlier line or
-        defined twice, a decision on an instruction that takes none or of the wrong shape."""
+        defined twice, a decision on an instruction that takes none or of the wrong shape, an
+        integer outside the signed 64-bit range."""
+        if not isinstance(text, str):
+            hint = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
+            raise TraceError(f"Trace.parse needs the trace's text as a str, got {type(text).__name__}{hint}; "
+                             "Trace.from_json reads the JSON form")
         insts, decisions = parse_text(text)
         return cls(tuple(insts), decisions)
 
@@ -140,9 +154,11 @@ class Trace:
         return Trace(tuple(self._insts[i] for i in kept),
                      {new: decisions[old] for new, old in enumerate(kept) if old in decisions})
 
-    def apply(self, workload) -> "_schedule.Schedule":
-        """Replay on ``workload``: a new schedule, every precondition checked again."""
-        return _schedule.Schedule.from_trace(workload, self)
+    def apply(self, workload, seed: "_schedule.Seed" = 0) -> "_schedule.Schedule":
+        """Replay on ``workload``: a new schedule, every precondition checked again. Sampling
+        instructions without a decision draw from ``seed`` (a non-negative integer or a
+        ``numpy.random.Generator``), so the same call always gives the same program."""
+        return _schedule.Schedule.from_trace(workload, self, seed)
 
 
 def _normalise(value: Any) -> Any:
@@ -241,6 +257,9 @@ class _JsonReader:
     def _literal(self, value: Any, what: str) -> Any:
         if isinstance(value, list):
             return tuple(self._literal(v, what) for v in value)
+        if isinstance(value, int) and not isinstance(value, bool) and not fits_int64(value):
+            raise TraceError(f"{what}: the integer {value} does not fit in 64 bits "
+                             f"(from {INT64_MIN} to {INT64_MAX})")
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         raise TraceError(f"{what} must be a number, a string, null or a list, not {value!r}")

@@ -20,6 +20,8 @@ from lark import Lark, Token, Transformer, UnexpectedCharacters, UnexpectedInput
 from lark.exceptions import VisitError
 from lark.lexer import PatternStr
 
+from metasched.ir.limits import INT64_MAX, INT64_MIN, fits_int64
+
 
 @dataclass(frozen=True)
 class Node:
@@ -145,7 +147,11 @@ class _ToSyntax(Transformer):
         return ListValue(meta.line, meta.column, tuple(children))
 
     def int(self, children: list) -> Constant:
-        return Constant(children[0].line, children[0].column, int(children[0]))
+        value = int(children[0])
+        if not fits_int64(value):
+            raise SourceError(f"the integer {children[0]} does not fit in 64 bits "
+                              f"(from {INT64_MIN} to {INT64_MAX})", children[0])
+        return Constant(children[0].line, children[0].column, value)
 
     def float(self, children: list) -> Constant:
         return Constant(children[0].line, children[0].column, float(children[0]))

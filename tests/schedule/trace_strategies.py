@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from metasched.ir.limits import INT64_MAX, INT64_MIN
 from metasched.schedule.instruction import KINDS, Instruction, output_count
 from metasched.schedule.trace import Trace
 
-_SCALARS = (st.none() | st.booleans() | st.integers()
+# Integers as a trace's text and JSON forms hold them: signed 64-bit.
+_SCALARS = (st.none() | st.booleans() | st.integers(INT64_MIN, INT64_MAX)
             | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6))
 
 # Literals as instructions hold them: scalars, and tuples of literals (written as lists).

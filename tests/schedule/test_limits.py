@@ -1,0 +1,180 @@
+"""What reaches generated code must fit, and what is random must be reproducible: split
+factors that overflow or overshoot are refused (by the API, in a trace's text and in its JSON
+form), every draw comes from an explicit seed, and replay is deterministic."""
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import metasched
+from metasched import Schedule, ScheduleError, Trace, TraceError, workloads
+from metasched.handwritten import sampled_matmul
+from metasched.testing import assert_equivalent
+
+HUGE = [2**63, 10**26, 2**64 + 8, 2**63 - 1]
+
+
+@pytest.fixture
+def matmul():
+    return workloads.get("matmul", M=32, N=24, K=16)
+
+
+def split_i(sch):
+    return sch.get_loops(sch.get_block("C"))[0]
+
+
+@pytest.mark.parametrize("factor", HUGE)
+def test_huge_factors_are_refused_by_the_api(matmul, factor):
+    sch = Schedule(matmul)
+    i = split_i(sch)
+    before = sch.trace
+    with pytest.raises(ScheduleError, match=f"factor {factor} is larger than the extent 32"):
+        sch.split(i, [None, factor])
+    assert sch.trace == before  # a refused primitive changes nothing
+
+
+@pytest.mark.parametrize("factors", [[10**6, 10**6], [32, 32], [1, 32, 32], [2, 4, 8], [8, None, 8]])
+def test_overshooting_factors_are_refused(matmul, factors):
+    # Each would run iterations that do nothing; [10**6, 10**6] would run 10**12 of them.
+    sch = Schedule(matmul)
+    with pytest.raises(ScheduleError, match="split: factor"):
+        sch.split(split_i(sch), factors)
+
+
+@pytest.mark.parametrize("factors", [[None, 32], [None, 5], [5, 7], [7, 5], [3, 2, 6], [None, 3, 3], [4, None, 4]])
+def test_imperfect_but_tight_splits_are_accepted_and_correct(matmul, factors):
+    sch = Schedule(matmul)
+    loops = sch.split(split_i(sch), factors)
+    assert assert_equivalent(sch) is None
+    extents = [sch.get(lp).extent for lp in loops]
+    assert math.prod(extents) < len(extents) * 32
+
+
+@given(extent=st.integers(1, 200), data=st.data())
+def test_split_accepts_exactly_the_factors_that_waste_no_iteration(extent, data):
+    factors = data.draw(st.lists(st.integers(1, extent + 3), min_size=2, max_size=3))
+    wl = metasched.parse(f"workload w(N = {extent}) {{\n  input X: float32[N]\n  output Y[i] = X[i]\n}}")
+    sch = Schedule(wl)
+    (i,) = sch.get_loops(sch.get_block("Y"))
+    # The rule, written independently: an iteration of loop k (outer loops at their first
+    # iteration) does work when its first index is below the extent.
+    inside = [math.prod(factors[k + 1:]) for k in range(len(factors))]
+    legal = math.prod(factors) >= extent and all((f - 1) * p < extent for f, p in zip(factors, inside))
+    if legal:
+        sch.split(i, factors)
+    else:
+        with pytest.raises(ScheduleError):
+            sch.split(i, factors)
+
+
+def test_a_split_written_in_trace_text_with_a_huge_factor_is_refused(matmul):
+    text = 'b0 = sch.get_block("C")\nl1, l2, l3 = sch.get_loops(b0)\nl4, l5 = sch.split(l1, [None, {}])\n'
+    for factor in (2**63, 10**26, 2**64 + 8):
+        with pytest.raises(TraceError) as err:
+            Trace.parse(text.format(factor))
+        assert (err.value.line, err.value.column) == (3, 31)
+        assert "does not fit in 64 bits" in str(err.value)
+    # Within 64 bits the text parses, and replay refuses the factor, naming the instruction.
+    trace = Trace.parse(text.format(2**63 - 1))
+    with pytest.raises(ScheduleError, match=r"instruction 2 `l4, l5 = sch.split\(l1, \[None, 9223372036854775807\]\)`: "
+                                            r"split: factor 9223372036854775807 is larger than the extent 32"):
+        trace.apply(matmul)
+
+
+def test_a_split_in_trace_json_with_a_huge_factor_is_refused(matmul):
+    sch = Schedule(matmul)
+    sch.split(split_i(sch), [None, 8])
+    obj = json.loads(json.dumps(sch.trace.to_json()))
+    for factor in (2**63, 10**26, 2**64 + 8):
+        obj["insts"][2]["inputs"][2] = factor
+        with pytest.raises(TraceError, match="instruction 2 \\(Split\\).*does not fit in 64 bits"):
+            Trace.from_json(obj)
+    obj["insts"][2]["inputs"][2] = 10**6
+    with pytest.raises(ScheduleError, match="instruction 2 .*factor 1000000 is larger than the extent 32"):
+        Trace.from_json(obj).apply(matmul)
+
+
+def test_huge_literals_are_refused_wherever_a_trace_holds_them(matmul):
+    sch = Schedule(matmul)
+    with pytest.raises(ScheduleError, match="64-bit"):
+        sch.annotate(sch.get_block("C"), "k", 2**64)
+    with pytest.raises(ScheduleError, match="64-bit"):
+        sch.sample_categorical([1, 2**63], [0.5, 0.5])
+    with pytest.raises(TraceError, match="line 1, column 58"):
+        Trace.parse("v0 = sch.sample_categorical([1, 2], [0.5, 0.5], decision=-99999999999999999999)")
+
+
+def test_rfactor_refuses_a_partial_buffer_too_large_for_memory_offsets():
+    # A reduction whose partial results would need N * K * 4 >= 2**62 bytes.
+    wl = metasched.parse("workload s(N = 1073741824, K = 1073741824) {\n  input X: float32[N, K]\n"
+                         "  output S[i] += X[i, k]\n}")
+    sch = Schedule(wl)
+    i, k = sch.get_loops(sch.get_block("S"))
+    with pytest.raises(ScheduleError, match="rfactor: the partial results of block S .* bytes, beyond the"):
+        sch.rfactor(k, 0)
+
+
+# --------------------------------------------------------------------------------- determinism
+
+def test_a_trace_with_free_decisions_replays_to_the_same_program_every_time(matmul):
+    free = sampled_matmul(matmul, seed=3).trace
+    free = Trace(free.insts)  # every sampling decision removed
+    first, second = free.apply(matmul), free.apply(matmul)
+    assert first.trace == second.trace and str(first) == str(second)
+    assert free.apply(matmul, seed=7).trace == free.apply(matmul, seed=7).trace
+    assert free.apply(matmul, seed=np.random.default_rng(7)).trace == free.apply(matmul, seed=7).trace
+    seen = {free.apply(matmul, seed=s).trace for s in range(8)}
+    assert len(seen) > 1  # the seed really drives the draws
+
+
+def test_the_default_seed_is_fixed(matmul):
+    assert sampled_matmul(matmul).trace == sampled_matmul(matmul).trace
+    assert Schedule(matmul).rng.integers(2**32) == Schedule(matmul, seed=0).rng.integers(2**32)
+
+
+@pytest.mark.parametrize("seed", [-1, "abc", 1.5, True, None, [1]])
+def test_a_bad_seed_is_a_clear_error(matmul, seed):
+    with pytest.raises(ScheduleError, match="seed must be a non-negative integer or a numpy.random.Generator"):
+        Schedule(matmul, seed=seed)
+    with pytest.raises(ScheduleError, match="seed must be"):
+        Trace().apply(matmul, seed=seed)
+
+
+# ---------------------------------------------------------------------------- other refusals
+
+def test_replay_on_another_workload_shows_the_instruction_and_a_hint():
+    trace = sampled_matmul(workloads.get("matmul", M=32, N=32, K=32), seed=0).trace
+    with pytest.raises(ScheduleError) as err:
+        trace.apply(workloads.get("batch_matmul", BATCH=2, M=8, N=8, K=8))
+    message = str(err.value)
+    assert "instruction 2 `l1, l2, l3 = sch.get_loops(b0)`" in message
+    assert "another workload or with other parameters" in message
+
+
+def test_split_wants_a_list_of_factors(matmul):
+    sch = Schedule(matmul)
+    with pytest.raises(ScheduleError, match=r"factors must be a list .* as in split\(l1, \[None, 4\]\); got 4"):
+        sch.split(split_i(sch), 4)
+
+
+def test_sample_perfect_tile_with_one_factor_above_the_bound_says_what_to_do(matmul):
+    sch = Schedule(matmul)
+    with pytest.raises(ScheduleError, match="with n=1 the one factor is the whole extent 32 .* ask for n >= 2"):
+        sch.sample_perfect_tile(split_i(sch), n=1, max_innermost_factor=16)
+    with pytest.raises(ScheduleError, match="n must be an integer from 1 to 64"):
+        sch.sample_perfect_tile(split_i(sch), n=10**9)
+
+
+def test_trace_is_a_sequence_of_instructions(matmul):
+    trace = sampled_matmul(matmul, seed=0).trace
+    assert len(trace) == len(trace.insts) and list(trace) == list(trace.insts)
+    assert trace[0].kind == "GetBlock" and trace[-1] == trace.insts[-1] and trace[1:3] == trace.insts[1:3]
+
+
+@pytest.mark.parametrize("text", [None, b"b0 = sch.get_block(\"C\")", 42])
+def test_trace_parse_wants_text(text):
+    with pytest.raises(TraceError, match="Trace.parse needs the trace's text as a str"):
+        Trace.parse(text)
