@@ -10,7 +10,7 @@ from llvmlite import ir
 
 from metasched.codegen.emit import FunctionEmitter
 from metasched.codegen.kernel import Kernel
-from metasched.codegen.llvmutil import PTR, VOID, ModuleContext
+from metasched.codegen.llvmutil import PTR, VOID, ModuleContext, check_buffer
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import Launcher, make_launcher
 from metasched.codegen.target import (
@@ -35,6 +35,7 @@ def emit_module(func: PrimFunc, launcher: Optional[Launcher], data_layout: str =
     function.attributes.add("nounwind")
     emitter = FunctionEmitter(ctx, function, launcher, in_parallel=False)
     for buffer, arg in zip(func.params, function.args):
+        check_buffer(buffer)
         arg.name = buffer.name
         arg.add_attribute("noalias")  # the Kernel refuses outputs overlapping other arguments
         emitter.buffers[buffer.name] = (buffer, arg)

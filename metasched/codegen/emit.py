@@ -16,7 +16,8 @@ from metasched.codegen import ops
 from metasched.errors import CodegenError
 from metasched.codegen.access import flat_index
 from metasched.codegen.llvmutil import (
-    ELEMENT_BYTES, PTR, VOID, I64, ModuleContext, branch_value, for_range, i64, llvm_type, stack_alloca,
+    ELEMENT_BYTES, PTR, VOID, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
+    i64, llvm_type, stack_alloca,
 )
 from metasched.codegen.parallel import emit_parallel
 from metasched.codegen.runtime import Launcher
@@ -130,6 +131,7 @@ class FunctionEmitter:
     def _allocate(self, s: Allocate) -> None:
         if s.buffer.name in self.buffers:
             raise CodegenError(f"Allocate of {s.buffer.name!r} shadows a buffer in scope")
+        check_buffer(s.buffer)
         size = s.buffer.size * ELEMENT_BYTES[s.buffer.dtype]
         if size > MAX_STACK_BUFFER_BYTES:
             # A big region (a block computed at an outer loop) would overflow a worker
@@ -154,6 +156,9 @@ class FunctionEmitter:
             self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
 
     def _for(self, s: For) -> None:
+        # Checked before any kind's emitter: an unrolled loop would otherwise start copying
+        # out 2**63 bodies, the others would wrap the extent.
+        check_i64(s.extent, f"extent of loop {s.var!r}")
         _FOR[s.kind](self, s)
 
     # --- loop kinds --------------------------------------------------------------------------

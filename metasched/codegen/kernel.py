@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 from functools import cached_property
+from threading import local
 from typing import Optional, Sequence
 
 import llvmlite.binding as llvm
@@ -20,9 +21,14 @@ class Kernel:
     buffers of ``func.params`` (inputs, outputs, workspaces) in order.
 
     ``kernel(*inputs)`` allocates the outputs and returns them; ``kernel.run(*inputs,
-    *outputs)`` writes into given arrays. Workspaces are allocated once per kernel, so calls on
-    one kernel from several Python threads at once are not safe. Arguments are checked before
-    any machine code runs; a wrong one raises ``KernelArgumentError``.
+    *outputs)`` writes into given arrays. Arguments are checked before any machine code runs; a
+    wrong one raises ``KernelArgumentError``.
+
+    One kernel may be called from several Python threads at once (ctypes releases the GIL, so
+    the calls really overlap): each thread gets its own workspaces, allocated on its first
+    call and kept for its later ones, so a kernel holds one set of workspaces per thread that
+    has called it (freed when that thread ends). Every launcher (gomp, pthread, serial) runs
+    parallel loops of concurrent calls correctly.
     """
 
     def __init__(self, func: PrimFunc, engine: llvm.ExecutionEngine, address: int, llvm_ir: str,
@@ -37,7 +43,10 @@ class Kernel:
         self.num_threads = num_threads
         self._engine = engine  # owns the machine code: keep it as long as the kernel
         self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(func.params))(address)
-        self._workspaces = [np.empty(b.shape, dtype=b.dtype) for b in func.workspaces]
+        # Workspaces hold intermediates while a call runs, so two calls running at once must
+        # not share them. One set per thread, reused by its calls: allocating them per call
+        # costs more (bench/threads.py measures it) and a lock would serialise the calls.
+        self._per_thread = local()
 
     def _fresh(self, buffer) -> np.ndarray:
         """An output array: NaN-filled when poisoning (see ``CodegenOptions.poison``)."""
@@ -59,16 +68,17 @@ class Kernel:
         """Run on ``inputs``; returns freshly allocated outputs in ``func.outputs`` order."""
         self._check(inputs, self.func.inputs, "input", first_position=0)
         outputs = [self._fresh(b) for b in self.func.outputs]
-        self._enter()
-        self._function(*self._pointers(list(inputs) + outputs))
+        workspaces = self._workspaces()
+        self._enter(workspaces)
+        self._function(*self._pointers(list(inputs) + outputs, workspaces))
         return outputs
 
     def run(self, *arrays: np.ndarray) -> None:
         """Run on inputs followed by outputs, writing the outputs in place."""
         checked = self._checked_arguments(arrays)
-        pointers = self._pointers(checked)
-        self._enter(checked[len(self.func.inputs):])
-        self._function(*pointers)
+        workspaces = self._workspaces()
+        self._enter(workspaces, checked[len(self.func.inputs):])
+        self._function(*self._pointers(checked, workspaces))
 
     def time(self, *arrays: np.ndarray, number: Optional[int] = None, repeat: int = 5,
              min_repeat_seconds: float = 0.05) -> float:
@@ -78,7 +88,7 @@ class Kernel:
         warm-up run, ``number`` (default: doubled until one repeat lasts at least
         ``min_repeat_seconds``) back-to-back runs are timed together, ``repeat`` times; the
         result is the median over repeats of elapsed / number. Arguments are checked once,
-        before timing.
+        before timing; the runs use the calling thread's workspaces.
         """
         if len(arrays) == len(self.func.inputs):
             self._check(arrays, self.func.inputs, "input", first_position=0)
@@ -86,17 +96,28 @@ class Kernel:
                                            for b in self.func.outputs)
         if (number is not None and number < 1) or repeat < 1:
             raise ValueError(f"number and repeat must be positive, got {number} and {repeat}")
-        pointers = self._pointers(self._checked_arguments(arrays))
+        workspaces = self._workspaces()
+        pointers = self._pointers(self._checked_arguments(arrays), workspaces)
         function = self._function
-        self._enter()
+        self._enter(workspaces)
         return median_seconds(lambda: function(*pointers), repeat=repeat,
                               min_repeat_seconds=min_repeat_seconds, number=number)
 
-    def _enter(self, outputs: Sequence[np.ndarray] = ()) -> None:
+    def _workspaces(self) -> list[np.ndarray]:
+        """The calling thread's workspaces, allocated on its first call."""
+        try:
+            return self._per_thread.arrays
+        except AttributeError:
+            arrays = [np.empty(b.shape, dtype=b.dtype) for b in self.func.workspaces]
+            self._per_thread.arrays = arrays
+            return arrays
+
+    def _enter(self, workspaces: Sequence[np.ndarray],
+               outputs: Sequence[np.ndarray] = ()) -> None:
         if self.threading == "gomp":
             enter_gomp()
         if self.options.poison:  # a run must not see what an earlier run left behind
-            for array in list(self._workspaces) + list(outputs):
+            for array in list(workspaces) + list(outputs):
                 array.fill(np.nan)
 
     # --- arguments ---------------------------------------------------------------------------
@@ -140,5 +161,6 @@ class Kernel:
             if role == "output" and not array.flags.writeable:
                 raise KernelArgumentError(f"{where} is read-only")
 
-    def _pointers(self, arrays: Sequence[np.ndarray]) -> list[int]:
-        return [a.ctypes.data for a in arrays] + [w.ctypes.data for w in self._workspaces]
+    def _pointers(self, arrays: Sequence[np.ndarray],
+                  workspaces: Sequence[np.ndarray]) -> list[int]:
+        return [a.ctypes.data for a in arrays] + [w.ctypes.data for w in workspaces]

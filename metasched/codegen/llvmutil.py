@@ -8,6 +8,8 @@ from typing import Callable, Iterator, Optional, Sequence
 from llvmlite import ir
 
 from metasched.errors import CodegenError
+from metasched.ir.limits import INT64_MAX, MAX_BUFFER_BYTES, fits_int64
+from metasched.ir.stmt import Buffer
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -56,8 +58,43 @@ def const(t: ir.Type, value) -> ir.Constant:
     return ir.Constant(t, value)
 
 
-def i64(value: int) -> ir.Constant:
-    return ir.Constant(I64, value)
+# Generated code does all index, extent and size arithmetic in signed 64-bit integers (i64).
+# llvmlite prints any Python int into the IR and LLVM then wraps it modulo 2**64, so every
+# integer must be checked before it becomes a constant: a wrapped extent or offset would run
+# silently wrong (e.g. a loop of 2**63 iterations would run none). The layers above refuse
+# such values with better messages; this is the last line (limits in metasched.ir.limits).
+
+
+def check_i64(value: int, what: str = "integer constant") -> int:
+    """``value`` when it fits in i64, else ``CodegenError`` naming ``what`` it is."""
+    if not fits_int64(value):
+        raise CodegenError(f"{what} {value} does not fit in the signed 64-bit integers of "
+                           f"generated code (limit {INT64_MAX})")
+    return value
+
+
+def i64(value: int, what: str = "integer constant") -> ir.Constant:
+    """``value`` as an i64 constant; ``CodegenError`` (naming ``what``) when it does not fit."""
+    return ir.Constant(I64, check_i64(value, what))
+
+
+def i64_vector(values: Sequence[int], what: str = "integer constant") -> ir.Constant:
+    """A vector of i64 constants, each checked like ``i64``'s."""
+    return ir.Constant(ir.VectorType(I64, len(values)), [check_i64(v, what) for v in values])
+
+
+def check_buffer(buffer: Buffer) -> None:
+    """Refuse a buffer whose dimensions or byte size the generated code cannot index."""
+    for extent in buffer.shape:
+        if not 0 <= extent <= INT64_MAX:
+            raise CodegenError(f"buffer {buffer.name!r} has shape {tuple(buffer.shape)}: "
+                               f"dimension {extent} is outside 0..{INT64_MAX}")
+    # 8 bytes (the widest element) for a dtype that ``llvm_type`` or a store will refuse.
+    size_bytes = buffer.size * ELEMENT_BYTES.get(buffer.dtype, 8)
+    if size_bytes >= MAX_BUFFER_BYTES:
+        raise CodegenError(f"buffer {buffer.name!r} of shape {tuple(buffer.shape)} "
+                           f"({buffer.dtype}) takes {size_bytes} bytes; the generated code "
+                           f"indexes buffers below 2**62 bytes")
 
 
 def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
@@ -82,7 +119,7 @@ def stack_alloca(builder: ir.IRBuilder, t: ir.Type, name: str = "",
 
 def lane_ids(lanes: int) -> ir.Constant:
     """``<0, 1, ..., lanes-1>`` as i64."""
-    return ir.Constant(ir.VectorType(I64, lanes), list(range(lanes)))
+    return i64_vector(range(lanes))
 
 
 class ModuleContext:

@@ -7,7 +7,9 @@ from typing import Callable, Optional
 
 from llvmlite import ir
 
-from metasched.codegen.llvmutil import I1, I32, ModuleContext, const, lanes_of, llvm_type
+from metasched.codegen.llvmutil import (
+    I1, I32, ModuleContext, check_i64, const, lanes_of, llvm_type,
+)
 from metasched.codegen.vecmath import vector_math_call
 from metasched.ir.expr import COMPARE_OPS, INDEX, LOGIC_OPS, BinOp
 from metasched.errors import CodegenError
@@ -97,7 +99,8 @@ def int_arith(builder: ir.IRBuilder, op: str, a: ir.Value, b: ir.Value) -> ir.Va
         raise CodegenError(f"operator {op!r} is not defined on index expressions")
     known_a, known_b = _known(a), _known(b)
     if known_a is not None and known_b is not None and (known_b != 0 or op not in ("//", "%")):
-        return ir.Constant(a.type, _FOLD[op](known_a, known_b))
+        folded = _FOLD[op](known_a, known_b)
+        return ir.Constant(a.type, check_i64(folded, f"index constant {known_a} {op} {known_b} ="))
     if (op in ("+", "-") and known_b == 0) or (op in ("*", "//") and known_b == 1):
         return a
     if (op == "+" and known_a == 0) or (op == "*" and known_a == 1):

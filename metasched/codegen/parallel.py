@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from metasched.codegen.access import used_names
-from metasched.codegen.llvmutil import I32, I64, PTR, VOID, i64
+from metasched.codegen.llvmutil import I32, I64, PTR, VOID, check_i64, i64
 from metasched.codegen.runtime import TASK_TYPE
 from metasched.ir.stmt import For
 
@@ -32,6 +32,9 @@ def emit_parallel(fe: FunctionEmitter, loop: For) -> None:
     if fe.in_parallel or threads <= 1:
         fe.serial_loop(loop)
         return
+    # A share's bounds are computed as (thread_id + 1) * extent / threads: the product must fit.
+    check_i64(threads * loop.extent,
+              f"parallel loop {loop.var!r}: extent x threads ({loop.extent} x {threads}) =")
     used_buffers, used_vars = used_names(loop.body)
     buffers = sorted(name for name in used_buffers if name in fe.buffers)
     variables = sorted(name for name in used_vars if name in fe.variables and name != loop.var)

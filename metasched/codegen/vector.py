@@ -28,7 +28,7 @@ from llvmlite import ir
 from metasched.codegen import ops
 from metasched.codegen.access import flat_index, linear_in, stmt_exprs, stmt_loads, sub_stmts
 from metasched.codegen.llvmutil import (
-    ELEMENT_BYTES, I1, I32, I64, PTR, VOID, branch_value, const, for_range, i64, lane_ids,
+    ELEMENT_BYTES, I1, I32, PTR, VOID, branch_value, const, for_range, i64, i64_vector, lane_ids,
     lanes_of, llvm_type, splat,
 )
 from metasched.ir.analysis import free_vars, loads, substitute, walk
@@ -153,8 +153,7 @@ class ChunkEmitter:
                               ops.int_arith(self.b, "*", self.base, i64(coefficient)))
         if coefficient == 1:
             return first, None
-        steps = ir.Constant(ir.VectorType(I64, self.lanes),
-                            [coefficient * k for k in range(self.lanes)])
+        steps = i64_vector([coefficient * k for k in range(self.lanes)], "index step")
         return None, self.b.add(splat(self.b, first, self.lanes), steps)
 
     def pointers(self, base: ir.Value, element: ir.Type, offsets: ir.Value) -> ir.Value:

@@ -59,10 +59,10 @@ def test_init_nest_repeats_spatial_guards_below_the_first_reduction_loop():
 def test_a_reduction_loop_split_guards_only_the_update():
     sch = Schedule(metasched.parse(SUM_ROWS))
     i, j = sch.get_loops(sch.get_block("S"))
-    sch.split(j, [4, None])  # 4 * 2 = 8 > 6
+    sch.split(j, [None, 4])  # 2 * 4 = 8 > 6
     lines = stripped(sch)
-    assert lines.index("S[i] = 0.0") < lines.index("for j_0 in range(4):")
-    assert "if j_0 * 2 + j_1 < 6:" in lines
+    assert lines.index("S[i] = 0.0") < lines.index("for j_0 in range(2):")
+    assert "if j_0 * 4 + j_1 < 6:" in lines
 
 
 def test_fused_loops_are_recovered_with_floor_division_and_modulo():

@@ -108,12 +108,11 @@ def test_huge_literals_are_refused_wherever_a_trace_holds_them(matmul):
 
 
 def test_rfactor_refuses_a_partial_buffer_too_large_for_memory_offsets():
-    # A reduction whose partial results would need N * K * 4 >= 2**62 bytes.
-    wl = metasched.parse("workload s(N = 1073741824, K = 1073741824) {\n  input X: float32[N, K]\n"
-                         "  output S[i] += X[i, k]\n}")
-    sch = Schedule(wl)
-    i, k = sch.get_loops(sch.get_block("S"))
-    with pytest.raises(ScheduleError, match="rfactor: the partial results of block S .* bytes, beyond the"):
+    # Every tensor of this matmul fits, but its partial results over k would take
+    # M * N * K * 4 = 2**63 bytes.
+    sch = Schedule(workloads.get("matmul", M=2**20, N=2**20, K=2**21))
+    i, j, k = sch.get_loops(sch.get_block("C"))
+    with pytest.raises(ScheduleError, match="rfactor: the partial results of block C .* bytes, beyond the"):
         sch.rfactor(k, 0)
 
 
