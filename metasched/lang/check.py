@@ -8,7 +8,11 @@ Map of this file:
     body is built as IR (values, indices, conditions) and every load is proven in bounds.
   * ``_facts``/``_narrow`` - what the condition of an ``a if c else b`` proves about each
     variable's interval in each branch.
-Every error is a ``SourceError`` at the offending token.
+  * the limits of ``limits.py``: every integer fits 64-bit code with room to spare, tensors and
+    iteration domains stay below 2**62, and expressions nest at most ``MAX_DEPTH`` levels.
+    Chains (``a + b + ...``) are read with loops, never recursion, and built as balanced trees.
+Every error is a ``SourceError`` at the offending token (line 0: a keyword override, which has
+no place in the text).
 """
 from __future__ import annotations
 
@@ -17,14 +21,20 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
-from metasched.ir.analysis import as_affine, free_vars, int_bounds, simplify, substitute, transform
+import numpy as np
+
+from metasched.ir.analysis import as_affine, free_vars, int_bounds, simplify, substitute, transform, walk
 from metasched.ir.expr import (
     BINARY_CALLS, COMPARE_OPS, FLOAT_DTYPES, UNARY_CALLS,
     BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var,
 )
+from metasched.lang.limits import (
+    MAX_DEPTH, WHY_64_BITS, chain, chain_operands, check_depth, check_domain, check_item,
+    check_size, fits, ir_depth, too_deep, too_large,
+)
 from metasched.lang.syntax import (
     Binary, CallExpr, Conditional, Expression, InputDecl, LetDecl, Name, Node, Number, Require,
-    SourceError, StatementDef, Subscript, Unary, WorkloadDef, preorder, to_text,
+    SourceError, StatementDef, Subscript, Unary, WorkloadDef, int_text, preorder, to_text,
 )
 from metasched.lang.workload import Axis, Statement, TensorDecl, Workload
 
@@ -46,6 +56,12 @@ def _op_error(node: Binary, message: str) -> SourceError:
     return SourceError(message, node.op_line, node.op_column)
 
 
+def _shown(value: object) -> str:
+    """A caller's value for a message, cut short if its repr is long."""
+    text = int_text(value) if isinstance(value, int) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 @dataclass(frozen=True)
 class _Symbol:
     kind: str  # "parameter", "let", "input" or "tensor"
@@ -62,7 +78,7 @@ def check(definition: WorkloadDef, params: Mapping[str, int], *, source: str = "
           file: str = "<string>") -> Workload:
     """The ``Workload`` of one definition with ``params`` overriding parameter defaults.
 
-    Raises ``SourceError`` for anything LANGUAGE.md forbids, at the offending token."""
+    Raises ``SourceError`` for anything docs/language.md forbids, at the offending token."""
     return _Checker(definition).workload(params, source, file)
 
 
@@ -84,23 +100,33 @@ class _Checker:
         self.inputs: list[TensorDecl] = []
         self.statements: list[Statement] = []
         self.intervals: dict[str, Interval] = {}
+        # For each element-wise intermediate, how deep its body is counting what may be inlined
+        # into it: a schedule may inline it into every statement that reads it.
+        self.inlined_depth: dict[str, int] = {}
 
     def workload(self, overrides: Mapping[str, int], source: str, file: str) -> Workload:
         d = self.definition
         for p in d.params:
             self._check_free(p.name, p)
-            self.names[p.name] = _Symbol("parameter", p.name, p.line, value=p.default)
+            if not fits(p.default.value):
+                raise _error(p.default, too_large(f"parameter {p.name}", p.default.value))
+            self.names[p.name] = _Symbol("parameter", p.name, p.line, value=p.default.value)
         for name, value in overrides.items():
+            # An override comes from the caller, not the text: no position (line 0).
             if name not in self.names:
                 known = ", ".join(p.name for p in d.params) or "none"
-                raise _error(d, f"workload {d.name} has no parameter {name!r}; its parameters: {known}")
+                raise SourceError(f"workload {d.name} has no parameter {name!r}; its parameters: "
+                                  f"{known}", 0, 0)
             if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise _error(d, f"parameter {name} must be an integer, got {value!r}")
+                raise SourceError(f"parameter {name} must be an integer, got {_shown(value)}", 0, 0)
+            if not fits(int(value)):
+                raise SourceError(too_large(f"parameter {name} (given as an override)", int(value)), 0, 0)
             self.names[name] = replace(self.names[name], value=int(value))
         handlers = {InputDecl: self._input, LetDecl: self._let, Require: self._require,
                     StatementDef: self._statement}
         for item in d.items:
             self.current = item
+            check_item(item)  # nesting and literals, before any recursive pass walks it
             handlers[type(item)](item)
         if not self.statements:
             raise _error(d, f"workload {d.name} has no statements: it computes nothing")
@@ -165,22 +191,32 @@ class _Checker:
             return symbol.value
         if isinstance(node, Unary) and node.op == "-":
             return -self._int(node.operand)
-        if isinstance(node, Binary) and node.op == "/":
-            raise _op_error(node, "'/' divides values; integer expressions divide with '//'")
-        if isinstance(node, Binary) and node.op in _INT_OPS:
-            a, b = self._int(node.left), self._int(node.right)
-            if node.op in ("//", "%") and b == 0:
-                raise _op_error(node, f"'{node.op}' by zero ({to_text(node.right)} is 0)")
-            return _INT_OPS[node.op](a, b)
+        if isinstance(node, Binary) and (node.op in _INT_OPS or node.op == "/"):
+            # Python's integers are exact, so only the results (a let, a dimension, a bound)
+            # need to fit; they are checked where they are used.
+            first, links = chain_operands(node)
+            value = self._int(first)
+            for link, operand in links:
+                if link.op == "/":
+                    raise _op_error(link, "'/' divides values; integer expressions divide with '//'")
+                right = self._int(operand)
+                if link.op in ("//", "%") and right == 0:
+                    raise _op_error(link, f"'{link.op}' by zero ({to_text(operand)} is 0)")
+                value = _INT_OPS[link.op](value, right)
+            return value
         raise _error(node, f"expected an integer expression, not {to_text(node)!r}")
 
     def _truth(self, node: Expression) -> bool:
         if isinstance(node, Binary) and node.op in _COMPARE:
             return _COMPARE[node.op](self._int(node.left), self._int(node.right))
-        if isinstance(node, Binary) and node.op == "and":
-            return self._truth(node.left) and self._truth(node.right)
-        if isinstance(node, Binary) and node.op == "or":
-            return self._truth(node.left) or self._truth(node.right)
+        if isinstance(node, Binary) and node.op in ("and", "or"):
+            first, links = chain_operands(node)
+            holds = self._truth(first)
+            for link, operand in links:  # short-circuit, as Python evaluates them
+                if holds == (link.op == "or"):
+                    break
+                holds = self._truth(operand)
+            return holds
         if isinstance(node, Unary) and node.op == "not":
             return not self._truth(node.operand)
         raise _error(node, f"expected a condition (a comparison), not {to_text(node)!r}")
@@ -200,15 +236,21 @@ class _Checker:
         for axis, dim in enumerate(item.dims):
             extent = self._int(dim)
             if extent < 1:
-                raise _error(dim, f"dimension {axis + 1} of {item.name} is {extent} "
+                raise _error(dim, f"dimension {axis + 1} of {item.name} is {int_text(extent)} "
                                   f"({to_text(dim)}); a dimension must be at least 1")
+            if not fits(extent):
+                raise _error(dim, too_large(f"dimension {axis + 1} of {item.name} ({to_text(dim)})", extent))
             shape.append(extent)
+        check_size(item.name, tuple(shape), dtype, item.start_line, item.start_column)
         self.names[item.name] = _Symbol("input", item.name, item.line, shape=tuple(shape))
         self.inputs.append(TensorDecl(item.name, tuple(shape), dtype))
 
     def _let(self, item: LetDecl) -> None:
         self._check_free(item.name, item)
-        self.names[item.name] = _Symbol("let", item.name, item.line, value=self._int(item.value))
+        value = self._int(item.value)
+        if not fits(value):
+            raise _error(item.value, too_large(f"let {item.name}", value))
+        self.names[item.name] = _Symbol("let", item.name, item.line, value=value)
 
     def _require(self, item: Require) -> None:
         if not self._truth(item.cond):
@@ -246,16 +288,36 @@ class _Checker:
         if op is not None and not reduce:
             raise SourceError(f"'{s.op}' combines over the variables that are not on the left side, "
                               f"and there are none; use '='", s.op_line, s.op_column)
+        axes = tuple(Axis(v, ranges[v][1]) for v in left)
+        reduce_axes = tuple(Axis(v, ranges[v][1] - ranges[v][0]) for v in reduce)
+        check_size(s.target, tuple(a.extent for a in axes), self._dtype(), s.start_line, s.start_column)
+        check_domain(s.target, axes + reduce_axes, s.start_line, s.start_column)
         self.intervals = {v: (lo, hi - 1) for v, (lo, hi) in ranges.items()}
         body = self._value(s.value, None)
+        check_depth(body, s.value)  # before the recursive passes below walk it
         # A reduction variable ranging over lo..hi becomes an axis of extent hi - lo from 0.
         shift = {v: BinOp("+", Var(v), IntImm(ranges[v][0])) for v in reduce if ranges[v][0]}
         body = transform(substitute(body, shift), _tidy)
-        axes = tuple(Axis(v, ranges[v][1]) for v in left)
-        reduce_axes = tuple(Axis(v, ranges[v][1] - ranges[v][0]) for v in reduce)
         statement = Statement(s.target, axes, reduce_axes, op, body, self._dtype(), s.output, s.line)
+        self._check_inlined_depth(s, statement)
         self.names[s.target] = _Symbol("tensor", s.target, s.line, shape=statement.shape)
         self.statements.append(statement)
+
+    def _check_inlined_depth(self, s: StatementDef, statement: Statement) -> None:
+        """A schedule may inline an element-wise intermediate into each statement that reads it,
+        which stacks the two bodies: the deepest such stack must stay within ``MAX_DEPTH``."""
+        own = ir_depth(statement.body)
+        deepest, via = own, None
+        for name in statement.reads():
+            if name in self.inlined_depth and own + self.inlined_depth[name] > deepest:
+                deepest, via = own + self.inlined_depth[name], name
+        if deepest > MAX_DEPTH:
+            inlined = ("" if via is None else
+                       f" counting the element-wise tensor {via} (line {self.names[via].line}) that it "
+                       f"reads, which a schedule may inline into it")
+            raise _error(s.value, too_deep(deepest, inlined))
+        if not statement.is_output and not statement.is_reduction:
+            self.inlined_depth[s.target] = deepest
 
     def _dtype(self) -> str:
         return self.dtype or "float32"  # a workload without inputs computes in float32
@@ -285,6 +347,9 @@ class _Checker:
             if rng.var in out:
                 raise _error(rng, f"a second range for {rng.var!r}")
             lo, hi = self._int(rng.lo), self._int(rng.hi)
+            for bound, value in ((rng.lo, lo), (rng.hi, hi)):
+                if not fits(value):
+                    raise _error(bound, too_large(f"the bound {to_text(bound)} of {rng.var}", value))
             if hi <= lo:
                 raise _error(rng, f"the range {rng.var} in {lo}..{hi} is empty")
             out[rng.var] = (lo, hi, rng)
@@ -321,12 +386,12 @@ class _Checker:
         (None outside every conditional)."""
         dtype = self._dtype()
         if isinstance(node, Number):
-            return FloatImm(float(node.value), dtype)
+            return FloatImm(self._float_literal(node), dtype)
         if isinstance(node, Name):
             symbol = self._resolve(node)
             if symbol is None:
-                # An index variable used as a value. LANGUAGE.md does not list it; it is harmless
-                # (a cast of the loop counter) and handy for masks and ramps.
+                # An index variable used as a value: a cast of the loop counter, handy for masks
+                # and ramps (docs/language.md, "Expressions").
                 return Cast(dtype, Var(node.name))
             return FloatImm(float(symbol.value), dtype)
         if isinstance(node, Subscript):
@@ -344,10 +409,17 @@ class _Checker:
         if isinstance(node, Unary) and node.op == "-":
             inner = self._value(node.operand, facts)
             return FloatImm(-inner.value, dtype) if isinstance(inner, FloatImm) else Neg(inner)
-        if isinstance(node, Binary) and node.op in ("+", "-", "*", "/"):
-            return BinOp(node.op, self._value(node.left, facts), self._value(node.right, facts))
-        if isinstance(node, Binary) and node.op in ("//", "%"):
-            raise _op_error(node, f"'{node.op}' is for integer indices; values divide with '/'")
+        if isinstance(node, Binary) and node.op in ("+", "-", "*", "/", "//", "%"):
+            first, links = chain_operands(node)
+            start = self._value(first, facts)
+            built = []
+            for link, operand in links:  # in text order, so the first mistake is reported
+                if link.op in ("//", "%"):
+                    raise _op_error(link, f"'{link.op}' is for integer indices; values divide with '/'")
+                built.append((link.op, self._value(operand, facts)))
+            # Regrouping a long chain changes only the rounding, as a reordered reduction does.
+            pair = ("+", "-") if node.op in ("+", "-") else ("*", "/")
+            return chain(start, built, BinOp, pair)
         if isinstance(node, Conditional):
             cond = self._cond(node.cond)
             known = facts or ()
@@ -372,8 +444,31 @@ class _Checker:
                                        f"{lo}..{hi} but the dimension holds 0..{extent - 1}{why}")
         return Load(node.name, indices, self._dtype())
 
+    def _float_literal(self, node: Number) -> float:
+        """A number used as a value must be finite in the workload's dtype (a literal that
+        overflows would silently be infinite)."""
+        value = float(node.value)
+        largest = float(np.finfo(self._dtype()).max)
+        if not abs(value) <= largest:
+            raise _error(node, f"the number {to_text(node)} is too large for {self._dtype()} "
+                               f"(the largest is {largest:.8g})")
+        return value
+
     def _index(self, node: Expression, role: str = "an index") -> Expr:
-        return simplify(self._index_expr(node, role))
+        """An index expression (or a side of a comparison) as simplified IR; every part of it
+        keeps within the 64-bit range where its variables range."""
+        built = self._index_expr(node, role)
+        check_depth(built, node)  # before simplify walks it recursively
+        index = simplify(built)
+        # What generated code computes is the simplified form, over the variables' full ranges
+        # (a vector lane or a guarded iteration may compute an index it never loads).
+        for part in walk(index):
+            lo, hi = int_bounds(part, self.intervals)
+            if not (fits(lo) and fits(hi)):
+                where = "" if part is index else f" (its part {part} runs over {int_text(lo)}..{int_text(hi)})"
+                raise _error(node, f"{role} {to_text(node)!r} can reach beyond 64-bit integers{where}: "
+                                   f"{WHY_64_BITS}")
+        return index
 
     def _index_expr(self, node: Expression, role: str) -> Expr:
         if isinstance(node, Number):
@@ -385,34 +480,57 @@ class _Checker:
             return Var(node.name) if symbol is None else IntImm(symbol.value)
         if isinstance(node, Unary) and node.op == "-":
             return Neg(self._index_expr(node.operand, role))
-        if isinstance(node, Binary) and node.op == "/":
-            raise _op_error(node, f"'/' divides values; {role} divides with '//'")
-        if isinstance(node, Binary) and node.op in _INT_OPS:
-            a, b = self._index_expr(node.left, role), self._index_expr(node.right, role)
-            if node.op == "*" and free_vars(a) and free_vars(b):
-                raise _op_error(node, f"{role} must be affine in the variables, but "
-                                      f"{to_text(node)!r} multiplies two of them")
-            if node.op in ("//", "%"):
-                if free_vars(b):
-                    raise _op_error(node, f"'{node.op}' needs a positive constant divisor, "
-                                          f"not {to_text(node.right)!r}")
-                divisor = simplify(b)
-                if not isinstance(divisor, IntImm) or divisor.value <= 0:
-                    raise _op_error(node, f"'{node.op}' needs a positive divisor, but "
-                                          f"{to_text(node.right)} is {divisor}")
-            return BinOp(node.op, a, b)
+        if isinstance(node, Binary) and (node.op in _INT_OPS or node.op == "/"):
+            return self._index_chain(node, role)
         if isinstance(node, Subscript):
             raise _error(node, f"{role} cannot read a tensor ({to_text(node)})")
         if isinstance(node, CallExpr):
             raise _error(node, f"{role} cannot call a function ({node.func})")
         raise _error(node, f"{to_text(node)!r} cannot be part of {role}")
 
+    def _index_chain(self, node: Binary, role: str) -> Expr:
+        """``x0 op x1 op x2 ...`` of one precedence level in an index, checked operator by
+        operator from the left as it is written."""
+        first, links = chain_operands(node)
+        start = self._index_expr(first, role)
+        has_vars = bool(free_vars(start))  # of everything left of the current operator
+        built = []
+        for link, operand in links:
+            if link.op == "/":
+                raise _op_error(link, f"'/' divides values; {role} divides with '//'")
+            right = self._index_expr(operand, role)
+            right_vars = bool(free_vars(right))
+            if link.op == "*" and has_vars and right_vars:
+                raise _op_error(link, f"{role} must be affine in the variables, but "
+                                      f"{to_text(link)!r} multiplies two of them")
+            if link.op in ("//", "%"):
+                if right_vars:
+                    raise _op_error(link, f"'{link.op}' needs a positive constant divisor, "
+                                          f"not {to_text(operand)!r}")
+                divisor = simplify(right)
+                if not isinstance(divisor, IntImm) or divisor.value <= 0:
+                    raise _op_error(link, f"'{link.op}' needs a positive divisor, but "
+                                          f"{to_text(operand)} is {divisor}")
+            has_vars = has_vars or right_vars
+            built.append((link.op, right))
+        ops = {op for op, _ in built}
+        if ops <= {"+", "-"}:
+            return chain(start, built, BinOp, ("+", "-"))
+        if ops == {"*"}:
+            return chain(start, built, BinOp)  # integer products regroup exactly
+        result = start  # `//` and `%` do not regroup: left to right, as written
+        for op, right in built:
+            result = BinOp(op, result, right)
+        return result
+
     def _cond(self, node: Expression) -> Expr:
         if isinstance(node, Binary) and node.op in COMPARE_OPS:
             return BinOp(node.op, self._index(node.left, "a condition"),
                          self._index(node.right, "a condition"))
         if isinstance(node, Binary) and node.op in ("and", "or"):
-            return BinOp(node.op, self._cond(node.left), self._cond(node.right))
+            first, links = chain_operands(node)
+            start = self._cond(first)
+            return chain(start, [(link.op, self._cond(operand)) for link, operand in links], BinOp)
         if isinstance(node, Unary) and node.op == "not":
             return Not(self._cond(node.operand))
         raise _error(node, f"expected a condition comparing index expressions, not {to_text(node)!r}")

@@ -2,7 +2,9 @@
 
 The lark parser (LALR, basic lexer, the ``Continuation`` post-lexer) is built once, on first
 use. lark's exceptions are turned into ``ParseError``s worded for a person: what was found,
-what was expected, and an unclosed bracket reported where it was opened.
+what was expected, and an unclosed bracket reported where it was opened. Whatever the caller
+passes - a wrong type, a file that cannot be read or is not UTF-8 - ends in a ``ParseError``
+too, never in a Python exception from deep inside.
 """
 from __future__ import annotations
 
@@ -37,12 +39,22 @@ def _lark() -> Lark:
                 propagate_positions=True, maybe_placeholders=False)
 
 
+# A byte-order mark: editors on Windows may start a UTF-8 file with one. It is not part of the text.
+_BOM = "\ufeff"
+
+
 def parse(text: str, name: Optional[str] = None, *, file: str = "<string>", **params: int) -> Workload:
     """The workload ``name`` of ``text`` (the only one when ``name`` is None) with parameter
-    overrides ``params``.
+    overrides ``params`` (integers).
 
     Raises ``ParseError`` (``file:line:column: message``, the line and a caret) for any error
-    in the text, for an unknown ``name`` and for an override of an unknown parameter."""
+    in the text, for an unknown ``name``, for an override of an unknown parameter or one that
+    is not an integer, and for arguments of the wrong type. A leading byte-order mark is
+    skipped."""
+    _check_arguments(text, name)
+    if text.startswith(_BOM):
+        # Editors do not show the mark: line 1's columns count from the first visible character.
+        text = text[len(_BOM):]
     try:
         definition = _pick(_definitions(text), name)
         return check(definition, params, source=text, file=file)
@@ -53,11 +65,63 @@ def parse(text: str, name: Optional[str] = None, *, file: str = "<string>", **pa
 
 
 def load(path: Union[str, os.PathLike], name: Optional[str] = None, **params: int) -> Workload:
-    """``parse`` the file at ``path`` (errors name the path)."""
-    path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    return parse(text, name, file=path, **params)
+    """``parse`` the UTF-8 file at ``path`` (errors name the path).
+
+    Raises ``ParseError`` as ``parse`` does, and also for a file that is missing, a directory,
+    unreadable, or not valid UTF-8 (saying where the first bad byte is)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise ParseError(f"load needs the path of a .tensor file (a str or os.PathLike), "
+                         f"got {type(path).__name__}; to parse text use metasched.parse(text)")
+    path = os.fsdecode(path)
+    return parse(_read_text(path), name, file=path, **params)
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise ParseError("no such file", path) from None
+    except IsADirectoryError:
+        raise ParseError("this is a directory, not a .tensor file", path) from None
+    except PermissionError:
+        raise ParseError("permission denied: cannot read this file", path) from None
+    except OSError as e:  # anything else the system refuses (a broken device, a name too long)
+        raise ParseError(f"cannot read this file: {e.strerror or e}", path) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _not_utf8(data, e.start, path) from None
+
+
+def _not_utf8(data: bytes, offset: int, path: str) -> ParseError:
+    """Where the first byte that is not UTF-8 is: its byte offset, and its line and column
+    (counted in characters, as every position is), with the line shown as far as it decodes."""
+    line_start = data.rfind(b"\n", 0, offset) + 1
+    if line_start == 0 and data.startswith(_BOM.encode()):
+        line_start = len(_BOM.encode())  # parse skips the mark, so columns do not count it
+    line_end = data.find(b"\n", offset)
+    line = data.count(b"\n", 0, offset) + 1
+    column = len(data[line_start:offset].decode("utf-8")) + 1
+    shown = data[line_start:line_end if line_end >= 0 else len(data)].decode("utf-8", errors="replace")
+    message = (f"not valid UTF-8: byte 0x{data[offset]:02x} at byte offset {offset}; a .tensor "
+               f"file must be UTF-8 text")
+    return ParseError(message, path, line, column, shown.rstrip("\r"))
+
+
+def _check_arguments(text: object, name: object) -> None:
+    if not isinstance(text, str):
+        if isinstance(text, (bytes, bytearray)):
+            hint = "; decode bytes first, e.g. parse(data.decode(\"utf-8\"))"
+        elif isinstance(text, os.PathLike):
+            hint = "; to read a file use metasched.load(path)"
+        else:
+            hint = " (to read a file use metasched.load(path))"
+        got = "None" if text is None else type(text).__name__
+        raise ParseError(f"parse needs the workload's text as a str, got {got}{hint}")
+    if name is not None and not isinstance(name, str):
+        raise ParseError(f"the workload's name must be a str (or None for the only one), "
+                         f"got {type(name).__name__}")
 
 
 def _definitions(text: str) -> tuple[WorkloadDef, ...]:

@@ -10,13 +10,18 @@ Map of this file:
   * ``preorder`` - an expression's nodes in text order; ``to_text`` - a node back to
     source-like text, for error messages.
 Nothing here knows what a name means; that is ``check``'s job.
+
+A chain such as ``a + b + ... + z`` is a left-deep tree as deep as it is long, so nothing here
+recurses along it: lark's non-recursive transformer builds it, and ``preorder`` and
+``to_text`` loop down the left spine. Nesting (brackets, calls, conditionals) still recurses;
+``check`` bounds it first (``limits.MAX_DEPTH``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 
 
 class SourceError(Exception):
@@ -94,17 +99,22 @@ Expression = Union[Number, Name, Subscript, CallExpr, Unary, Binary, Conditional
 
 @dataclass(frozen=True)
 class Param(Node):
+    """``name = default``; positioned at the name, ``default`` has its own position."""
+
     name: str
-    default: int
+    default: Number
 
 
 @dataclass(frozen=True)
 class InputDecl(Node):
-    """``input name: dtype[dims]``; the node's position is the name's, ``dtype`` has its own."""
+    """``input name: dtype[dims]``; the node's position is the name's, ``dtype`` has its own,
+    ``start_line``/``start_column`` locate the keyword ``input`` that begins it."""
 
     name: str
     dtype: Name
     dims: tuple[Expression, ...]
+    start_line: int
+    start_column: int
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,8 @@ class Range(Node):
 @dataclass(frozen=True)
 class StatementDef(Node):
     """``[output] target[indices] op value where ...``; positioned at the target's name,
-    ``op_line``/``op_column`` locate the assignment operator."""
+    ``op_line``/``op_column`` locate the assignment operator, ``start_line``/``start_column``
+    the first token (``output`` or the name)."""
 
     output: bool
     target: str
@@ -140,6 +151,8 @@ class StatementDef(Node):
     ranges: tuple[Range, ...]
     op_line: int
     op_column: int
+    start_line: int
+    start_column: int
 
 
 Item = Union[InputDecl, LetDecl, Require, StatementDef]
@@ -158,8 +171,32 @@ def _at(token: Token) -> tuple[int, int]:
     return token.line, token.column
 
 
-class ToAst(Transformer):
-    """lark tree -> syntax nodes. One method per rule (or alias) of ``grammar/tensor.lark``."""
+# Python refuses to convert a numeral of more than a few thousand digits (set by
+# sys.set_int_max_str_digits, at least 640) in one piece; longer ones are read in pieces so that
+# the checker can report them as too large instead of lark reporting a ValueError.
+_DIGITS_AT_ONCE = 600
+
+
+def _integer(text: str) -> int:
+    value = 0
+    for start in range(0, len(text), _DIGITS_AT_ONCE):
+        piece = text[start:start + _DIGITS_AT_ONCE]
+        value = value * 10**len(piece) + int(piece)
+    return value
+
+
+def int_text(value: int) -> str:
+    """An integer for a message: its digits, or its size when printing it would be absurd
+    (and would hit Python's limit on converting long integers to text)."""
+    if value.bit_length() <= 256:
+        return str(value)
+    return f"an integer of about {round(value.bit_length() * 0.30103)} digits"
+
+
+class ToAst(Transformer_NonRecursive):
+    """lark tree -> syntax nodes. One method per rule (or alias) of ``grammar/tensor.lark``.
+
+    Non-recursive: the tree of a long chain ``a + b + ...`` is as deep as the chain is long."""
 
     def start(self, children: list) -> tuple[WorkloadDef, ...]:
         return tuple(children)
@@ -172,11 +209,13 @@ class ToAst(Transformer):
 
     def param(self, children: list) -> Param:
         name, value = children
-        return Param(*_at(name), str(name), int(value))
+        return Param(*_at(name), str(name), Number(*_at(value), _integer(value)))
 
-    def input(self, children: list) -> InputDecl:
+    @v_args(meta=True)
+    def input(self, meta, children: list) -> InputDecl:
         name, dtype, *dims = children
-        return InputDecl(*_at(name), str(name), Name(*_at(dtype), str(dtype)), tuple(dims))
+        return InputDecl(*_at(name), str(name), Name(*_at(dtype), str(dtype)), tuple(dims),
+                         meta.line, meta.column)
 
     def let(self, children: list) -> LetDecl:
         name, value = children
@@ -186,7 +225,8 @@ class ToAst(Transformer):
         cond = children[0]
         return Require(cond.line, cond.column, cond)
 
-    def statement(self, children: list) -> StatementDef:
+    @v_args(meta=True)
+    def statement(self, meta, children: list) -> StatementDef:
         output = isinstance(children[0], Token) and children[0].type == "OUTPUT"
         if output:
             children = children[1:]
@@ -195,7 +235,7 @@ class ToAst(Transformer):
         indices, op, value = rest[:op_index], rest[op_index], rest[op_index + 1]
         ranges = tuple(r for clause in rest[op_index + 2:] for r in clause)
         return StatementDef(*_at(name), output, str(name), tuple(indices), str(op), value, ranges,
-                            *_at(op))
+                            *_at(op), meta.line, meta.column)
 
     def assign_op(self, children: list) -> Token:
         return children[0]
@@ -242,7 +282,7 @@ class ToAst(Transformer):
         return Unary(meta.line, meta.column, "-", children[-1])
 
     def int(self, children: list) -> Number:
-        return Number(*_at(children[0]), int(children[0]))
+        return Number(*_at(children[0]), _integer(children[0]))
 
     def float(self, children: list) -> Number:
         return Number(*_at(children[0]), float(children[0]))
@@ -259,7 +299,8 @@ class ToAst(Transformer):
         return CallExpr(*_at(name), str(name), tuple(args))
 
 
-def _children(node: Expression) -> tuple[Expression, ...]:
+def syntax_children(node: Expression) -> tuple[Expression, ...]:
+    """The direct sub-expressions of a node, in the order they are written."""
     if isinstance(node, Subscript):
         return node.indices
     if isinstance(node, CallExpr):
@@ -274,10 +315,12 @@ def _children(node: Expression) -> tuple[Expression, ...]:
 
 
 def preorder(node: Expression) -> Iterator[Expression]:
-    """Every node in the order it appears in the text."""
-    yield node
-    for child in _children(node):
-        yield from preorder(child)
+    """Every node in the order it appears in the text (parents first)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(syntax_children(node)))
 
 
 # A line ending in one of these continues on the next line.
@@ -291,7 +334,8 @@ CLOSING = frozenset({"RPAR", "RSQB"})
 
 
 class Continuation:
-    """lark post-lexer: drops the newlines that do not end a statement (LANGUAGE.md's rules).
+    """lark post-lexer: drops the newlines that do not end a statement (the rules of
+    docs/language.md, "Lines").
 
     Working on tokens keeps each token's line and column exactly as lexed, which a text
     pre-pass joining lines would have to recompute."""
@@ -342,7 +386,7 @@ def to_text(node: Expression) -> str:
         return f"({text})" if _precedence(child) < at_least else text
 
     if isinstance(node, Number):
-        return repr(node.value)
+        return int_text(node.value) if isinstance(node.value, int) else repr(node.value)
     if isinstance(node, Name):
         return node.name
     if isinstance(node, Subscript):
@@ -354,8 +398,15 @@ def to_text(node: Expression) -> str:
             return f"not {wrapped(node.operand, _PRECEDENCE['not'])}"
         return f"-{wrapped(node.operand, _PRECEDENCE['neg'])}"
     if isinstance(node, Binary):
+        # A left operand of the same precedence needs no brackets; loop down those instead of
+        # recursing, so that a chain of any length prints.
         p = _precedence(node)
-        return f"{wrapped(node.left, p)} {node.op} {wrapped(node.right, p + 1)}"
+        spine = []
+        while isinstance(node, Binary) and _precedence(node) == p:
+            spine.append(node)
+            node = node.left
+        links = "".join(f" {b.op} {wrapped(b.right, p + 1)}" for b in reversed(spine))
+        return wrapped(node, p) + links
     if isinstance(node, Conditional):
         return f"{wrapped(node.then, 1)} if {wrapped(node.cond, 1)} else {wrapped(node.otherwise, 0)}"
     raise TypeError(f"not an expression node: {node!r}")

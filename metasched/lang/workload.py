@@ -148,6 +148,12 @@ class Workload:
         return total
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of all the tensors (inputs, intermediates, outputs), each at its dtype."""
+        tensors = self.inputs + tuple(s.tensor for s in self.statements)
+        return sum(prod(t.shape) * np.dtype(t.dtype).itemsize for t in tensors)
+
+    @property
     def max_reduce_length(self) -> int:
         return max((s.reduce_length for s in self.statements), default=1)
 

@@ -66,9 +66,6 @@ CASES = [
      r"variable 'i' appears twice on the left side"),
     ("left_side_compound_index", wl("    output C[i + 1, j] += A[i, k] * B[k, j]"), {}, 4, 14,
      r"left side must index with distinct bare variables; 'i \+ 1' is not a variable"),
-    ("unknown_parameter_override", wl(MATMUL), {"Q": 3}, 1, 10,
-     r"workload t has no parameter 'Q'; its parameters: M, N, K"),
-    ("non_integer_override", wl(MATMUL), {"M": 2.5}, 1, 10, r"parameter M must be an integer, got 2.5"),
     ("unterminated_bracket", wl("    output C[i, j] += A[i, k * B[k, j]", "    output D[i, j] = B[i, j]"), {},
      4, 24, r"'\[' was never closed"),
     ("unterminated_parenthesis_at_end_of_file", "\n".join(HEAD) + "\n    output C[i, k] = exp(A[i, k]\n", {},
@@ -145,6 +142,39 @@ def test_error_position_and_message(case):
     source_line = text.split("\n")[line - 1]
     assert rendered[1] == "    " + source_line
     assert rendered[2] == "    " + " " * (column - 1) + "^"
+
+
+# Overrides come from the caller, not from the text: their errors have no position (line 0)
+# and name the parameter. (id, overrides, a regular expression the message must match)
+OVERRIDE_CASES = [
+    ("unknown_parameter", {"Q": 3}, r"^workload t has no parameter 'Q'; its parameters: M, N, K$"),
+    ("float", {"M": 2.5}, r"^parameter M must be an integer, got 2.5$"),
+    ("integral_float", {"M": 4.0}, r"^parameter M must be an integer, got 4.0$"),
+    ("bool", {"M": True}, r"^parameter M must be an integer, got True$"),
+    ("str", {"N": "5"}, r"^parameter N must be an integer, got '5'$"),
+    ("none", {"K": None}, r"^parameter K must be an integer, got None$"),
+    ("huge", {"M": 10**21}, r"^parameter M \(given as an override\) is 1000000000000000000000, too large: "
+                            r"integers in a workload must lie strictly between -2\*\*62 and 2\*\*62"),
+    ("huge_negative", {"K": -2**62}, r"^parameter K \(given as an override\) is -4611686018427387904, too large"),
+    ("astronomical", {"N": 10**5000}, r"^parameter N \(given as an override\) is an integer of about 5000 digits"),
+]
+
+
+@pytest.mark.parametrize("case", OVERRIDE_CASES, ids=[c[0] for c in OVERRIDE_CASES])
+def test_a_bad_override_names_the_parameter_without_a_position(case):
+    _, overrides, message = case
+    with pytest.raises(ParseError) as info:
+        parse(wl(MATMUL), file="bad.tensor", **overrides)
+    e = info.value
+    assert (e.line, e.column) == (0, 0)
+    assert re.search(message, e.message), e.message
+    assert str(e) == f"bad.tensor: {e.message}"
+
+
+def test_an_override_may_be_any_integral_number():
+    import numpy as np
+
+    assert parse(wl(MATMUL), M=np.int64(3), N=np.uint8(2)).params == {"M": 3, "N": 2, "K": 6}
 
 
 def test_there_are_many_distinct_error_cases():

@@ -1,4 +1,4 @@
-"""Parsing: the built-in suite at several sizes, and every construct of LANGUAGE.md."""
+"""Parsing: the built-in suite at several sizes, and every construct of docs/language.md."""
 import dataclasses
 import time
 
@@ -48,6 +48,14 @@ def test_builtin_workloads_parse_with_the_right_shapes_and_flops(name, size):
     assert [t.shape for t in wl.outputs] == shapes
     assert wl.flops == flops
     assert wl.dtype == "float32" and all(s.dtype == "float32" for s in wl.statements)
+
+
+def test_nbytes_counts_every_tensor_at_its_dtype():
+    wl = workloads.get("softmax", M=3, N=5)  # X, mx, e, s, Y
+    assert wl.nbytes == 4 * (15 + 3 + 15 + 3 + 15)
+    wide = parse("workload w(N = 6) {\n    input X: float64[N, 2]\n    output Y[i] += X[i, k]\n}\n")
+    assert wide.nbytes == 8 * (12 + 6)
+    assert workloads.get("matmul").nbytes == 3 * 512 * 512 * 4
 
 
 def test_matmul_512_has_two_n_cubed_flops():
