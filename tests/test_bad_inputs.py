@@ -105,8 +105,8 @@ CASES = [
                                                   .replace("N = 8", "N = 2000000").replace("X[i]", "X[i, 0, 0]")),
      ParseError, 2, 5, r"bytes|too large"),
     ("text_huge_literal", lambda: metasched.parse(SCALE.replace("X[i] * 2.0", "X[i + 100000000000000000000 - "
-                                                                            "100000000000000000000]")),
-     ParseError, 3, None, r"64 bits|too large|does not fit"),
+                                                                            "100000000000000000000] where i in 0..N")),
+     ParseError, 3, 25, r"the integer 100000000000000000000 is too large"),
     ("text_unknown_name", lambda: metasched.parse(SCALE, "nothere"), ParseError, None, None, r"no workload named"),
     # ---- parameters
     ("param_unknown", lambda: metasched.parse(SCALE, Q=3), ParseError, None, None, r"no parameter 'Q'"),
