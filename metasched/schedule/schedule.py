@@ -343,8 +343,12 @@ class Schedule:
                 raise ScheduleError(
                     f"fuse: block {other.name} is computed after loop {other.attach.loop.name}; fusing that loop "
                     f"with the loops inside it would run {other.name} before its input is complete")
+        extent = prod(iv.extent for iv in ivs)
+        if not fits_int64(extent):  # overshooting splits can take a fused domain past 64 bits
+            raise ScheduleError(f"fuse: the fused loop would run {extent} iterations, more than a 64-bit "
+                                f"counter holds")
         fused = IterVar(self.state.fresh_name("_".join(iv.name for iv in ivs) + "_fused"),
-                        prod(iv.extent for iv in ivs), ivs[0].is_reduce)
+                        extent, ivs[0].is_reduce)
         stage.relations.append(Fuse(tuple(ivs), fused))
         stage.leaves[position:position + len(ivs)] = [fused]
         for iv in ivs:

@@ -116,6 +116,18 @@ def test_rfactor_refuses_a_partial_buffer_too_large_for_memory_offsets():
         sch.rfactor(k, 0)
 
 
+def test_fuse_refuses_a_loop_longer_than_a_64_bit_counter():
+    # Z fits (32767**4 floats are just under 2**62 bytes), but each axis split as [2, 32766]
+    # runs almost twice its extent, and the four fused together would count past 2**63.
+    wl = metasched.parse("workload t(E = 32767) {\n  input X: float32[E]\n"
+                         "  output Z[a, b, c, d] = X[a] + X[b] + X[c] + X[d]\n}")
+    sch = Schedule(wl)
+    loops = [part for axis in sch.get_loops(sch.get_block("Z")) for part in sch.split(axis, [None, 32766])]
+    with pytest.raises(ScheduleError, match="fuse: the fused loop would run 18442240886382264576 iterations"):
+        sch.fuse(*loops)
+    sch.fuse(*loops[:6])  # three of them fit
+
+
 # --------------------------------------------------------------------------------- determinism
 
 def test_a_trace_with_free_decisions_replays_to_the_same_program_every_time(matmul):
