@@ -267,8 +267,8 @@ class Schedule:
         iterations), but only as far as every loop of the split still does some work in each
         of its iterations: factor ``k`` may be at most ``ceil(extent / p)``, where ``p`` is the
         product of the factors inside it. So no factor exceeds the loop's extent, the
-        innermost factor may be anything up to the extent, and ``n`` factors run fewer than
-        ``n * extent`` iterations. ``split(i, [None, 8])`` on a loop of 5 is refused: write
+        innermost factor may be anything up to the extent, and the split runs fewer than
+        twice the loop's iterations. ``split(i, [None, 8])`` on a loop of 5 is refused: write
         ``[None, 5]``."""
         iv, stage = self._loop(loop, "split")
         try:
