@@ -63,8 +63,6 @@ def const(t: ir.Type, value) -> ir.Constant:
 # integer must be checked before it becomes a constant: a wrapped extent or offset would run
 # silently wrong (e.g. a loop of 2**63 iterations would run none). The layers above refuse
 # such values with better messages; this is the last line (limits in metasched.ir.limits).
-
-
 def check_i64(value: int, what: str = "integer constant") -> int:
     """``value`` when it fits in i64, else ``CodegenError`` naming ``what`` it is."""
     if not fits_int64(value):

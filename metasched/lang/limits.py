@@ -24,6 +24,7 @@ from typing import Callable, Optional, Sequence, TypeVar
 import numpy as np
 
 from metasched.ir.expr import Expr, children
+from metasched.ir.limits import MAX_BUFFER_BYTES
 from metasched.lang.syntax import (
     Binary, Expression, InputDecl, LetDecl, Node, Number, Require, SourceError, StatementDef, int_text,
     preorder, syntax_children,
@@ -68,7 +69,7 @@ def check_size(name: str, shape: tuple[int, ...], dtype: str, line: int, column:
     small multiple of one, fits a signed 64-bit integer."""
     itemsize = np.dtype(dtype).itemsize
     elements = math.prod(shape)
-    if elements * itemsize >= INT_LIMIT:
+    if elements * itemsize >= MAX_BUFFER_BYTES:
         raise SourceError(f"tensor {name} is too large: {' x '.join(map(str, shape))} = "
                           f"{int_text(elements)} elements of {itemsize} bytes = "
                           f"{int_text(elements * itemsize)} bytes; a tensor must be smaller than "

@@ -154,7 +154,7 @@ def output_count(kind: InstructionKind, inputs: tuple[Any, ...], attrs: tuple[Li
         return 1 if kind.outputs == "one" else 0
     if kind.name == "Split":
         return len(inputs) - 1  # one loop per factor
-    if kind.name == "SamplePerfectTile" and _is_int(attrs[0]):
+    if kind.name == "SamplePerfectTile" and is_int(attrs[0]):
         return int(attrs[0])  # n factors
     return None
 
@@ -168,8 +168,8 @@ def decision_problem(inst: Instruction, decision: Any) -> Optional[str]:
     if not kind.sampling:
         return f"{kind.method} is not a sampling instruction, so it takes no decision"
     if kind.outputs != "list":
-        return None if _is_int(decision) else f"the decision of {kind.method} is one integer, not {shown!r}"
-    if not isinstance(decision, (tuple, list)) or not all(_is_int(d) for d in decision):
+        return None if is_int(decision) else f"the decision of {kind.method} is one integer, not {shown!r}"
+    if not isinstance(decision, (tuple, list)) or not all(is_int(d) for d in decision):
         return f"the decision of {kind.method} is a list of integers, not {shown!r}"
     if len(decision) != len(inst.outputs):
         return (f"the decision of {kind.method} has one integer per output: {len(inst.outputs)} "
@@ -177,5 +177,6 @@ def decision_problem(inst: Instruction, decision: Any) -> Optional[str]:
     return None
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """An integer as a trace holds one: any ``numbers.Integral`` (numpy's too) but ``bool``."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

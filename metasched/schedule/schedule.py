@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 from math import prod
 from typing import Any, Optional, Sequence, Union
 
@@ -27,7 +26,7 @@ from metasched.ir.stmt import ForKind, PrimFunc
 from metasched.lang.workload import Workload
 from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower
 from metasched.schedule import cache, compute_location, rfactor as rfactor_impl, sampling
-from metasched.schedule.instruction import KINDS, BlockRV, ExprRV, Instruction, LoopRV, RV
+from metasched.schedule.instruction import KINDS, BlockRV, ExprRV, Instruction, LoopRV, RV, is_int
 from metasched.schedule.trace import Trace
 
 # What a LoopRV from sample_compute_location may stand for besides a loop.
@@ -49,7 +48,7 @@ def make_rng(seed: Seed, where: str) -> np.random.Generator:
     there is no default drawn from the operating system's entropy."""
     if isinstance(seed, np.random.Generator):
         return seed
-    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0:
+    if is_int(seed) and seed >= 0:
         return np.random.default_rng(int(seed))
     raise ScheduleError(f"{where}: seed must be a non-negative integer or a numpy.random.Generator, "
                         f"got {seed!r}")
@@ -285,7 +284,7 @@ class Schedule:
         if len(missing) > 1:
             raise ScheduleError(f"split: at most one factor may be None, got {values}")
         for f in values:
-            if f is not None and (not _is_int(f) or f < 1):
+            if f is not None and (not is_int(f) or f < 1):
                 raise ScheduleError(f"split: factors must be positive integers or None, got {values}")
             if f is not None and f > iv.extent:
                 raise ScheduleError(f"split: factor {f} is larger than the extent {iv.extent} of loop {loop} "
@@ -517,9 +516,9 @@ class Schedule:
         ``max_innermost_factor``. A given ``decision`` that no longer fits the loop is
         repaired by MetaSchedule's rule (see ``sampling.repair_perfect_tile``)."""
         iv, _ = self._loop(loop, "sample_perfect_tile")
-        if not _is_int(n) or not 1 <= n <= MAX_TILE_LEVELS:
+        if not is_int(n) or not 1 <= n <= MAX_TILE_LEVELS:
             raise ScheduleError(f"sample_perfect_tile: n must be an integer from 1 to {MAX_TILE_LEVELS}, got {n!r}")
-        if not _is_int(max_innermost_factor):
+        if not is_int(max_innermost_factor):
             raise ScheduleError(f"sample_perfect_tile: max_innermost_factor must be an integer "
                                 f"(0 or less: no limit), got {max_innermost_factor!r}")
         if decision is None and n == 1 and 0 < max_innermost_factor < iv.extent:
@@ -531,7 +530,7 @@ class Schedule:
             factors = sampling.sample_perfect_tile(self.rng, iv.extent, n, max_innermost_factor)
         else:
             if not isinstance(decision, (list, tuple)) or len(decision) != n or \
-                    any(not _is_int(f) or f < 1 for f in decision):
+                    any(not is_int(f) or f < 1 for f in decision):
                 raise ScheduleError(f"sample_perfect_tile: decision {decision!r} is not {n} positive integers")
             factors = sampling.repair_perfect_tile(iv.extent, [int(f) for f in decision])
         outs = [self._new(ExprRV, int(f)) for f in factors]
@@ -550,14 +549,14 @@ class Schedule:
             raise ScheduleError(f"sample_categorical: probabilities must be finite, got {list(probs)}")
         if not candidates or len(candidates) != len(probs):
             raise ScheduleError(f"sample_categorical: {len(candidates)} candidates but {len(probs)} probabilities")
-        if not all(_is_int(c) and fits_int64(c) for c in candidates):
+        if not all(is_int(c) and fits_int64(c) for c in candidates):
             raise ScheduleError(f"sample_categorical: candidates must be 64-bit integers, got {list(candidates)}")
         if decision is None:
             try:
                 decision = sampling.sample_categorical(self.rng, probs)
             except ValueError as err:
                 raise ScheduleError(f"sample_categorical: {err}") from None
-        if not _is_int(decision) or not 0 <= decision < len(candidates):
+        if not is_int(decision) or not 0 <= decision < len(candidates):
             raise ScheduleError(f"sample_categorical: decision {decision!r} is not an index into {list(candidates)}")
         rv = self._new(ExprRV, candidates[decision])
         self._record("SampleCategorical", (), (candidates, probs), (rv,), int(decision))
@@ -571,7 +570,7 @@ class Schedule:
         candidates, loops = compute_location.locations(self.state, stage)
         if decision is None:
             decision = int(candidates[self.rng.integers(len(candidates))])
-        elif not _is_int(decision):
+        elif not is_int(decision):
             raise ScheduleError(f"sample_compute_location: decision {decision!r} is not an integer")
         else:
             decision = sampling.repair_compute_location(int(decision), candidates)
@@ -596,7 +595,3 @@ def _where(trace: Trace, index: int) -> str:
     """``instruction 3 `l4, l5 = sch.split(l1, [None, 8])``` for a replay error."""
     decision = trace.decisions.get(index)
     return f"instruction {index} `{str(Trace((trace.insts[index],), {} if decision is None else {0: decision}))}`"
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
