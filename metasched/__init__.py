@@ -16,7 +16,7 @@ from metasched.errors import (
     TraceError,
 )
 from metasched.lang import Workload, assert_outputs_close, load, parse
-from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace
+from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace, replay
 from metasched.schedule.trace import diff
 
 __version__ = "0.1.0"
@@ -24,5 +24,5 @@ __version__ = "0.1.0"
 __all__ = [
     "BlockRV", "CodegenOptions", "ExprRV", "Instruction", "Kernel", "KernelArgumentError", "LoopRV",
     "MetaschedError", "MismatchError", "ParseError", "Schedule", "ScheduleError", "Trace", "TraceError",
-    "Workload", "assert_outputs_close", "build", "diff", "load", "parse", "workloads",
+    "Workload", "assert_outputs_close", "build", "diff", "load", "parse", "replay", "workloads",
 ]

@@ -31,7 +31,7 @@ from metasched.build import build
 from metasched.codegen import CodegenOptions
 from metasched.errors import ScheduleError
 from metasched.lang import Workload, assert_outputs_close
-from metasched.schedule import BlockRV, LoopRV, Schedule
+from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
 
 # Unrolling copies a body once per iteration: the strategy unrolls only short loops so that
 # nested unrolls stay small enough to compile quickly.
@@ -62,7 +62,7 @@ STEPS = ("split", "split", "sample_tile_split", "fuse", "reorder", "parallel", "
 
 
 def _block(draw: Callable, sch: Schedule) -> BlockRV:
-    return sch.get_block(draw(st.sampled_from([s.name for s in sch.state.stages])))
+    return sch.get_block(draw(st.sampled_from(list(analysis.blocks(sch)))))
 
 
 def _loop(draw: Callable, sch: Schedule) -> Optional[LoopRV]:
@@ -110,9 +110,10 @@ def _step(draw: Callable, sch: Schedule) -> None:
         if kind == "split":
             sch.split(loop, _factors(draw, sch.get(loop).extent))
         elif kind == "sample_tile_split":
-            sch.split(loop, sch.sample_perfect_tile(loop, draw(st.integers(2, 3)), draw(st.sampled_from([4, 16]))))
+            sch.split(loop, sch.sample_perfect_tile(loop, n=draw(st.integers(2, 3)),
+                                                       max_innermost_factor=draw(st.sampled_from([4, 16]))))
         elif kind == "rfactor":
-            reduction = [lp for lp in sch.get_loops(_block(draw, sch)) if sch.get(lp).is_reduce]
+            reduction = [lp for lp in sch.get_loops(_block(draw, sch)) if sch.get(lp).is_reduction]
             if reduction:
                 sch.rfactor(draw(st.sampled_from(reduction)), draw(st.integers(-1, 1)))
         elif kind == "fuse":

@@ -19,7 +19,7 @@ import pytest
 
 import metasched
 from metasched import (KernelArgumentError, MetaschedError, ParseError, Schedule, ScheduleError, Trace,
-                       TraceError, workloads)
+                       TraceError, replay, workloads)
 
 SCALE = "workload scale(N = 8) {\n    input X: float32[N]\n    output Y[i] = X[i] * 2.0\n}\n"
 
@@ -142,7 +142,7 @@ CASES = [
      r"64-bit"),
     ("categorical_bad_probs", on_schedule(lambda s: s.sample_categorical([1, 2], None)), ScheduleError, None, None,
      r"probs a list of numbers"),
-    ("replay_other_workload", lambda: Trace.parse(TRACE).apply(workloads.get("batch_matmul", BATCH=2, M=4, N=4, K=4)),
+    ("replay_other_workload", lambda: replay(workloads.get("batch_matmul", BATCH=2, M=4, N=4, K=4), Trace.parse(TRACE)),
      ScheduleError, None, None,
      r"instruction 1 `l1, l2, l3 = sch.get_loops\(b0\)`.*another workload or with other parameters"),
     # ---- trace text
@@ -155,8 +155,8 @@ CASES = [
     ("trace_huge_factor", lambda: Trace.parse(TRACE + "l4, l5 = sch.split(l1, [None, 18446744073709551624])"),
      TraceError, 3, 31, r"does not fit in 64 bits"),
     ("trace_undefined", lambda: Trace.parse(TRACE + "sch.parallel(l9)"), TraceError, 3, 14, r"l9 is not defined"),
-    ("trace_split_too_large_on_replay", lambda: Trace.parse(TRACE + "l4, l5 = sch.split(l1, [None, 1000000])")
-     .apply(matmul()), ScheduleError, None, None, r"instruction 2 `l4, l5 = sch.split\(l1, \[None, 1000000\]\)`"),
+    ("trace_split_too_large_on_replay",
+     lambda: replay(matmul(), Trace.parse(TRACE + "l4, l5 = sch.split(l1, [None, 1000000])")), ScheduleError, None, None, r"instruction 2 `l4, l5 = sch.split\(l1, \[None, 1000000\]\)`"),
     # ---- trace JSON
     ("json_not_object", lambda: Trace.from_json([1, 2]), TraceError, None, None, r"object with a \"version\""),
     ("json_version", trace_json(lambda o: set_key(o, ["version"], 99)), TraceError, None, None,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import SMALL_PARAMS
-from metasched import Schedule, Trace, workloads
+from metasched import Schedule, Trace, replay, workloads
 from metasched.testing import schedules
 
 
@@ -19,10 +19,10 @@ def test_trace_round_trips(name):
         trace = sch.trace
         assert Trace.parse(str(trace)) == trace
         assert Trace.from_json(json.loads(json.dumps(trace.to_json()))) == trace
-        again = Schedule.from_trace(wl, trace)
+        again = replay(wl, trace)
         assert again.trace == trace
         assert str(again) == str(sch)
         simple = trace.simplified()
-        assert str(simple.apply(wl)) == str(sch)
+        assert str(replay(wl, simple)) == str(sch)
 
     check()

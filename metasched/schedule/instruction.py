@@ -5,14 +5,20 @@ its inputs (random variables or literals, in call order), its attributes (litera
 outputs (the random variables it made). A ``Trace`` is a sequence of them plus the decisions
 of the sampling instructions.
 
-Each ``InstructionKind`` knows the Python method that applies it and that method's signature,
-so one table serves replay, printing and parsing alike.
+Each ``InstructionKind`` knows the Python method that applies it and that method's signature.
+A primitive is defined once, as a ``Schedule`` method marked ``@primitive(kind)``: the kind is
+derived from the method's signature and registered in ``KINDS``, and the decorator records
+every call, so one table serves replay, printing and parsing alike.
 """
 from __future__ import annotations
 
+import collections.abc
+import functools
+import inspect
 import numbers
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import (Any, Callable, Generic, NamedTuple, Optional, Sequence, TypeVar, Union, get_args, get_origin,
+                    get_type_hints)
 
 # A literal an instruction may carry: an int, a float, a string, None, or a tuple of literals.
 Literal = Union[int, float, str, None, tuple]
@@ -93,7 +99,8 @@ class InstructionKind:
     """What a kind of instruction is: its name, the ``Schedule`` method that applies it, that
     method's parameters, the class of its outputs (``outputs``: ``"none"``, ``"one"`` or
     ``"list"``), whether it is pure (no effect but its outputs) and whether it carries a
-    decision."""
+    decision. ``count``: how many outputs a call with given inputs and attributes makes,
+    when that is fixed for a kind with a list of outputs."""
 
     name: str
     method: str
@@ -102,48 +109,137 @@ class InstructionKind:
     outputs: str = "none"
     pure: bool = False
     sampling: bool = False
+    count: Optional[Callable[[tuple, tuple], Optional[int]]] = None
 
 
-def _kind(name: str, method: str, params: str, output_class: Optional[type] = None, outputs: str = "none",
-          pure: bool = False, sampling: bool = False) -> InstructionKind:
-    # params: "block:input loops:inputs name:attr n:attr=" (a trailing = marks a keyword)
-    parsed = []
-    for spec in params.split():
-        pname, role = spec.split(":")
-        keyword = role.endswith("=")
-        parsed.append(Param(pname, role.rstrip("="), keyword))
-    return InstructionKind(name, method, tuple(parsed), output_class, outputs, pure, sampling)
+# Every kind, by name, registered by ``primitive`` when the ``Schedule`` class is defined.
+KINDS: dict[str, InstructionKind] = {}
+KINDS_BY_METHOD: dict[str, InstructionKind] = {}
+
+T = TypeVar("T")
 
 
-KINDS: dict[str, InstructionKind] = {k.name: k for k in (
-    _kind("GetBlock", "get_block", "name:attr", BlockRV, "one", pure=True),
-    _kind("GetLoops", "get_loops", "block:input", LoopRV, "list", pure=True),
-    _kind("GetProducers", "get_producers", "block:input", BlockRV, "list", pure=True),
-    _kind("GetConsumers", "get_consumers", "block:input", BlockRV, "list", pure=True),
-    _kind("Split", "split", "loop:input factors:input_list", LoopRV, "list"),
-    _kind("Fuse", "fuse", "loops:inputs", LoopRV, "one"),
-    _kind("Reorder", "reorder", "loops:inputs"),
-    _kind("Parallel", "parallel", "loop:input"),
-    _kind("Vectorize", "vectorize", "loop:input"),
-    _kind("Unroll", "unroll", "loop:input"),
-    _kind("ComputeInline", "compute_inline", "block:input"),
-    _kind("ReverseComputeInline", "reverse_compute_inline", "block:input"),
-    _kind("ComputeAt", "compute_at", "block:input loop:input"),
-    _kind("ReverseComputeAt", "reverse_compute_at", "block:input loop:input"),
-    _kind("CacheRead", "cache_read", "block:input read_index:attr scope:attr", BlockRV, "one"),
-    _kind("CacheWrite", "cache_write", "block:input write_index:attr scope:attr", BlockRV, "one"),
-    _kind("RFactor", "rfactor", "loop:input factor_axis:attr", BlockRV, "one"),
-    _kind("Annotate", "annotate", "block_or_loop:input key:attr value:input"),
-    _kind("Unannotate", "unannotate", "block_or_loop:input key:attr"),
-    _kind("SamplePerfectTile", "sample_perfect_tile", "loop:input n:attr= max_innermost_factor:attr=",
-          ExprRV, "list", pure=True, sampling=True),
-    _kind("SampleCategorical", "sample_categorical", "candidates:attr probs:attr",
-          ExprRV, "one", pure=True, sampling=True),
-    _kind("SampleComputeLocation", "sample_compute_location", "block:input",
-          LoopRV, "one", pure=True, sampling=True),
-)}
+class Decided(NamedTuple, Generic[T]):
+    """What the method of a sampling primitive returns: its outputs and the decision it took
+    (``primitive`` records the decision and hands the caller only the outputs)."""
 
-KINDS_BY_METHOD: dict[str, InstructionKind] = {k.method: k for k in KINDS.values()}
+    outputs: T
+    decision: Any
+
+
+def primitive(name: str, *, pure: bool = False,
+              count: Optional[Callable[[tuple, tuple], Optional[int]]] = None) -> Callable:
+    """Make a ``Schedule`` method the primitive of instruction kind ``name`` (MetaSchedule's
+    name), the one place a primitive is defined: its kind is derived from the method's
+    signature, and each successful call is recorded in the schedule's trace.
+
+    How the signature is read: a parameter annotated with a random-variable class (or a union
+    holding one) is an input; ``*args`` are the remaining inputs; a sequence of values that may
+    be random variables (``Sequence[Factor]``) is the remaining inputs as one list; any other
+    parameter is an attribute (a literal). Keyword-only parameters are written ``name=value``
+    in the text form. A parameter named ``decision`` makes the kind a sampling kind: the
+    method then returns ``Decided(outputs, decision)``. The return annotation gives the
+    outputs: ``None``, one random variable or a ``list`` of them. ``pure``: the call changes
+    nothing but makes its outputs (a lookup, a sampling), so ``Trace.simplified`` may drop it
+    when nothing uses them. ``count(inputs, attrs)``: the number of outputs, where fixed."""
+
+    def wrap(method: Callable) -> Callable:
+        kind, public_return = _derive(name, method, pure, count)
+        if name in KINDS or kind.method in KINDS_BY_METHOD:
+            raise ValueError(f"instruction kind {name} ({kind.method}) is defined twice")
+        KINDS[name] = KINDS_BY_METHOD[kind.method] = kind
+        signature = inspect.signature(method)
+
+        @functools.wraps(method)
+        def run(self, *args: Any, **kwargs: Any) -> Any:
+            if self._applying:  # a primitive used inside another records nothing of its own
+                result = method(self, *args, **kwargs)
+                return result.outputs if kind.sampling else result
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            self._applying = True
+            try:
+                result = method(self, *args, **kwargs)
+            finally:
+                self._applying = False
+            decision = None
+            if kind.sampling:
+                result, decision = result
+            self._record(kind, *_split_arguments(kind, bound.arguments), _flatten(result), decision)
+            return result
+
+        run.__annotations__ = {**method.__annotations__, "return": public_return}
+        run.kind = kind
+        return run
+
+    return wrap
+
+
+def _is_rv_type(annotation: Any) -> bool:
+    if isinstance(annotation, type):
+        return issubclass(annotation, RV)
+    return any(_is_rv_type(arg) for arg in get_args(annotation))
+
+
+def _derive(name: str, method: Callable, pure: bool, count: Any) -> tuple[InstructionKind, Any]:
+    hints = get_type_hints(method)
+    params = []
+    sampling = False
+    for p in list(inspect.signature(method).parameters.values())[1:]:  # after self
+        if p.name == "decision":
+            sampling = True
+            continue
+        hint = hints.get(p.name)
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:
+            role = "inputs"
+        elif get_origin(hint) in (list, tuple, Sequence, collections.abc.Sequence) and _is_rv_type(hint):
+            role = "input_list"
+        elif _is_rv_type(hint):
+            role = "input"
+        else:
+            role = "attr"
+        params.append(Param(p.name, role, p.kind is inspect.Parameter.KEYWORD_ONLY))
+    returned = hints.get("return", type(None))
+    if get_origin(returned) is Decided:
+        returned, = get_args(returned)
+    if returned is type(None):
+        outputs, output_class = "none", None
+    elif get_origin(returned) is list:
+        outputs, (output_class,) = "list", get_args(returned)
+    else:
+        outputs, output_class = "one", returned
+    kind = InstructionKind(name, method.__name__, tuple(params), output_class, outputs, pure, sampling, count)
+    return kind, returned
+
+
+def _normalise(value: Any) -> Any:
+    """An argument as a trace holds it: sequences (numpy arrays too) become tuples, numpy
+    numbers plain Python numbers."""
+    if hasattr(value, "tolist") and not isinstance(value, RV):
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return tuple(_normalise(v) for v in value)
+    return value
+
+
+def _split_arguments(kind: InstructionKind, arguments: dict) -> tuple[tuple, tuple]:
+    inputs: list = []
+    attrs: list = []
+    for param in kind.params:
+        value = arguments[param.name]
+        if param.role == "input":
+            inputs.append(value if isinstance(value, RV) else _normalise(value))
+        elif param.role in ("inputs", "input_list"):
+            inputs.extend(_normalise(v) if not isinstance(v, RV) else v for v in value)
+        else:
+            attrs.append(_normalise(value))
+    return tuple(inputs), tuple(attrs)
+
+
+def _flatten(result: Any) -> tuple[RV, ...]:
+    if result is None:
+        return ()
+    return tuple(result) if isinstance(result, list) else (result,)
 
 
 def output_count(kind: InstructionKind, inputs: tuple[Any, ...], attrs: tuple[Literal, ...]) -> Optional[int]:
@@ -152,11 +248,7 @@ def output_count(kind: InstructionKind, inputs: tuple[Any, ...], attrs: tuple[Li
     it, so that a malformed trace is caught where it is written rather than on replay."""
     if kind.outputs != "list":
         return 1 if kind.outputs == "one" else 0
-    if kind.name == "Split":
-        return len(inputs) - 1  # one loop per factor
-    if kind.name == "SamplePerfectTile" and is_int(attrs[0]):
-        return int(attrs[0])  # n factors
-    return None
+    return None if kind.count is None else kind.count(inputs, attrs)
 
 
 def decision_problem(inst: Instruction, decision: Any) -> Optional[str]:

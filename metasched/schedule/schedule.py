@@ -25,8 +25,9 @@ from metasched.ir.limits import fits_int64
 from metasched.ir.stmt import ForKind, PrimFunc
 from metasched.lang.workload import Workload
 from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower
-from metasched.schedule import cache, compute_location, rfactor as rfactor_impl, sampling
-from metasched.schedule.instruction import KINDS, BlockRV, ExprRV, Instruction, LoopRV, RV, is_int
+from metasched.schedule import analysis, cache, compute_location, rfactor as rfactor_impl, sampling
+from metasched.schedule.instruction import (BlockRV, Decided, ExprRV, Instruction, InstructionKind, LoopRV, RV,
+                                            is_int, primitive)
 from metasched.schedule.trace import Trace
 
 # What a LoopRV from sample_compute_location may stand for besides a loop.
@@ -38,8 +39,13 @@ INLINE = "inline"
 MAX_TILE_LEVELS = 64
 
 Factor = Union[int, ExprRV, None]
+AnnotationValue = Union[int, float, str, ExprRV]
 Seed = Union[int, np.random.Generator]
 _uids = itertools.count()
+
+
+def _tile_count(inputs: tuple, attrs: tuple) -> Optional[int]:
+    return int(attrs[0]) if is_int(attrs[0]) else None  # n factors
 
 
 def make_rng(seed: Seed, where: str) -> np.random.Generator:
@@ -66,7 +72,7 @@ class Schedule:
             raise ScheduleError(f"Schedule needs a Workload (from metasched.parse, load or workloads.get), "
                                 f"got {type(workload).__name__}")
         self.workload = workload
-        self.state = ScheduleState.initial(workload)
+        self._state = ScheduleState.initial(workload)
         self.rng = make_rng(seed, "Schedule")
         self._uid = next(_uids)
         self._symbols: dict[RV, object] = {}
@@ -74,22 +80,19 @@ class Schedule:
         self._counter = 0
         self._insts: list[Instruction] = []
         self._decisions: dict[int, Any] = {}
-        self._pending_names: list[str] = []
+        self._applying = False  # inside a primitive (see ``instruction.primitive``)
         # Handles of the schedules this one was copied from, as they were at the copy.
         self._inherited: dict[int, frozenset[str]] = {}
 
     # -- handles ---------------------------------------------------------------------------
     def _new(self, cls: type, target: object) -> RV:
-        """A handle for ``target``: the next name the replayed trace gives, or a fresh one
-        (prefix and counter, as MetaSchedule names them: b0, l1, v2, ...)."""
-        if self._pending_names:
-            name = self._pending_names.pop(0)
-        else:
-            name = f"{cls.prefix}{self._counter}"
-            while name in self._rv_names:  # a replayed trace may have used it
-                self._counter += 1
-                name = f"{cls.prefix}{self._counter}"
+        """A handle for ``target`` with a fresh name (prefix and counter, as MetaSchedule names
+        them: b0, l1, v2, ...)."""
+        name = f"{cls.prefix}{self._counter}"
+        while name in self._rv_names:  # a replayed trace may have used it
             self._counter += 1
+            name = f"{cls.prefix}{self._counter}"
+        self._counter += 1
         rv = cls(name, self._uid)
         self._rv_names.add(name)
         self._symbols[rv] = target
@@ -105,7 +108,7 @@ class Schedule:
 
     def _stage(self, block: BlockRV, primitive: str) -> StageState:
         stage = self._target(block, BlockRV, primitive)
-        if not any(s is stage for s in self.state.stages):
+        if not any(s is stage for s in self._state.stages):
             raise ScheduleError(f"{primitive}: block {block} ({stage.name}) no longer exists: it was inlined")
         return stage
 
@@ -117,7 +120,7 @@ class Schedule:
             raise ScheduleError(
                 f"{primitive}: loop {loop} ({iv.name}) no longer exists: a {iv.consumed_by} replaced it; "
                 f"use the loops that {iv.consumed_by} returned")
-        for stage in self.state.stages:
+        for stage in self._state.stages:
             if any(lv is iv for lv in stage.leaves):
                 return iv, stage
         raise ScheduleError(f"{primitive}: loop {loop} ({iv.name}) no longer exists: its block was inlined "
@@ -129,71 +132,44 @@ class Schedule:
         return value
 
     def get(self, rv: RV) -> object:
-        """What a handle stands for: an ExprRV's integer, a LoopRV's loop (with ``name`` and
-        ``extent``), a BlockRV's block name."""
+        """What a handle stands for now: an ExprRV's integer, a BlockRV's block name, a LoopRV's
+        loop as a frozen ``analysis.LoopInfo`` (``name``, ``extent``, ``kind``, ...), or for the
+        mark of ``sample_compute_location`` ``"root"`` or ``"inline"``. Nothing it returns
+        can change the schedule; ``metasched.schedule.analysis`` answers more."""
         target = self._target(rv, RV, "get")
-        return target.name if isinstance(target, StageState) else target
+        if isinstance(target, StageState):
+            return target.name
+        if isinstance(target, IterVar):
+            return analysis.loop(self, rv)
+        return target
 
     # -- recording -------------------------------------------------------------------------
-    def _record(self, kind: str, inputs: Sequence[object], attrs: Sequence[object] = (),
-                outputs: Sequence[RV] = (), decision: Any = None) -> None:
-        if KINDS[kind].sampling:
+    def _record(self, kind: InstructionKind, inputs: tuple, attrs: tuple, outputs: tuple[RV, ...],
+                decision: Any) -> None:
+        """Called by ``primitive`` after a successful call."""
+        if kind.sampling:
             self._decisions[len(self._insts)] = decision
-        self._insts.append(Instruction(kind, tuple(inputs), tuple(attrs), tuple(outputs)))
+        self._insts.append(Instruction(kind.name, inputs, attrs, outputs))
+
+    def _rename_outputs(self, outputs: Sequence[RV], names: Sequence[str]) -> list[RV]:
+        """The last instruction's outputs renamed to ``names`` (replay keeps a trace's names);
+        returns the renamed handles."""
+        renamed = [type(rv)(name, self._uid) for rv, name in zip(outputs, names)]
+        targets = [self._symbols.pop(rv) for rv in outputs]
+        self._rv_names.difference_update(rv.name for rv in outputs)
+        clash = self._rv_names.intersection(names)
+        if clash:
+            raise ScheduleError(f"the trace names {', '.join(sorted(clash))} twice")
+        self._symbols.update(zip(renamed, targets))
+        self._rv_names.update(names)
+        last = self._insts[-1]
+        self._insts[-1] = Instruction(last.kind, last.inputs, last.attrs, tuple(renamed))
+        return renamed
 
     @property
     def trace(self) -> Trace:
         """The instructions run so far and their decisions."""
         return Trace(tuple(self._insts), self._decisions)
-
-    @classmethod
-    def from_trace(cls, workload: Workload, trace: Trace, seed: Seed = 0) -> Schedule:
-        """Replay ``trace`` on ``workload``, checking every precondition again. A sampling
-        instruction without a decision draws from ``seed`` (see ``Schedule``), so one seed gives
-        one program. A ``ScheduleError`` names the instruction that failed (its index and its
-        text)."""
-        if not isinstance(trace, Trace):
-            raise ScheduleError(f"from_trace needs a Trace (Trace.parse(text) or Trace.from_json(obj)), "
-                                f"got {type(trace).__name__}")
-        sch = cls(workload, seed)
-        decisions = trace.decisions
-        rvs: dict[str, RV] = {}
-        for index, inst in enumerate(trace.insts):
-            kind = KINDS[inst.kind]
-            inputs = [rvs[x.name] if isinstance(x, RV) else x for x in inst.inputs]
-            sch._pending_names = [out.name for out in inst.outputs]
-            try:
-                result = sch._apply(kind, inputs, list(inst.attrs), decisions.get(index))
-            except ScheduleError as err:
-                raise ScheduleError(f"{_where(trace, index)}: {err}") from None
-            finally:
-                sch._pending_names = []
-            outs = [] if result is None else list(result) if isinstance(result, list) else [result]
-            if len(outs) != len(inst.outputs):
-                raise ScheduleError(
-                    f"{_where(trace, index)}: on {workload} it makes {len(outs)} "
-                    f"output{'s' * (len(outs) != 1)} where the trace names {len(inst.outputs)}; "
-                    f"the trace may have been recorded on another workload or with other parameters")
-            rvs.update((out.name, out) for out in outs)
-        return sch
-
-    def _apply(self, kind, inputs: list, attrs: list, decision: Any) -> Any:
-        """Call the primitive of ``kind`` with a trace's inputs and attributes."""
-        args: list = []
-        for param in kind.params:
-            if param.role == "input":
-                args.append(inputs.pop(0))
-            elif param.role == "inputs":
-                args.extend(inputs)
-                inputs = []
-            elif param.role == "input_list":
-                args.append(list(inputs))
-                inputs = []
-            else:
-                args.append(attrs.pop(0))
-        if kind.sampling:
-            return getattr(self, kind.method)(*args, decision=decision)
-        return getattr(self, kind.method)(*args)
 
     def copy(self) -> Schedule:
         """An independent schedule in the same state, with the same trace; the handles made
@@ -201,7 +177,7 @@ class Schedule:
         other = Schedule.__new__(Schedule)
         clones: dict[int, object] = {}
         other.workload = self.workload
-        other.state = self.state.copy(clones)
+        other._state = self._state.copy(clones)
         other.rng = np.random.default_rng(self.rng.integers(2**63))
         other._uid = next(_uids)
         other._symbols = {}
@@ -211,23 +187,24 @@ class Schedule:
         other._counter = self._counter
         other._insts = list(self._insts)
         other._decisions = dict(self._decisions)
-        other._pending_names = []
+        other._applying = False
         other._inherited = {**self._inherited, self._uid: frozenset(rv.name for rv in self._symbols)}
         return other
 
     # -- queries ---------------------------------------------------------------------------
+    @primitive("GetBlock", pure=True)
     def get_block(self, name: str) -> BlockRV:
         """The block named ``name`` (the statement that defines tensor ``name``, or a block
         that a primitive made)."""
         try:
-            stage = self.state.stage(name)
+            stage = self._state.stage(name)
         except KeyError:
-            names = ", ".join(s.name for s in self.state.stages)
+            names = ", ".join(s.name for s in self._state.stages)
             raise ScheduleError(f"get_block: no block named {name!r}; the blocks are {names}") from None
         rv = self._new(BlockRV, stage)
-        self._record("GetBlock", (), (name,), (rv,))
         return rv
 
+    @primitive("GetLoops", pure=True)
     def get_loops(self, block: BlockRV) -> list[LoopRV]:
         """The loops around ``block``, outermost first: those of the blocks it is computed
         inside, down to its attach point, then its own."""
@@ -239,24 +216,24 @@ class Schedule:
             chain[:0] = target.leaves[:target.leaves.index(attach.loop) + 1]
             attach = target.attach
         loops = [self._new(LoopRV, iv) for iv in chain]
-        self._record("GetLoops", (block,), (), loops)
         return loops
 
+    @primitive("GetProducers", pure=True)
     def get_producers(self, block: BlockRV) -> list[BlockRV]:
         """The blocks whose outputs ``block`` reads."""
         stage = self._stage(block, "get_producers")
-        blocks = [self._new(BlockRV, s) for s in self.state.producers(stage)]
-        self._record("GetProducers", (block,), (), blocks)
+        blocks = [self._new(BlockRV, s) for s in self._state.producers(stage)]
         return blocks
 
+    @primitive("GetConsumers", pure=True)
     def get_consumers(self, block: BlockRV) -> list[BlockRV]:
         """The blocks that read the output of ``block``."""
         stage = self._stage(block, "get_consumers")
-        blocks = [self._new(BlockRV, s) for s in self.state.consumers(stage)]
-        self._record("GetConsumers", (block,), (), blocks)
+        blocks = [self._new(BlockRV, s) for s in self._state.consumers(stage)]
         return blocks
 
     # -- loop primitives -------------------------------------------------------------------
+    @primitive("Split", count=lambda inputs, attrs: len(inputs) - 1)
     def split(self, loop: LoopRV, factors: Sequence[Factor]) -> list[LoopRV]:
         """Split ``loop`` into ``len(factors)`` nested loops of those extents, outermost first.
         At most one factor may be None: it becomes the smallest extent that covers the loop.
@@ -307,20 +284,20 @@ class Schedule:
                     f"({iv.name}, extent {iv.extent}): the factors inside it cover {inside} each, so {needed} "
                     f"cover the loop and {values[k] - needed} more would do nothing")
             inside *= values[k]
-        children = tuple(IterVar(self.state.fresh_name(f"{iv.name}_{k}"), f, iv.is_reduce)
+        children = tuple(IterVar(self._state.fresh_name(f"{iv.name}_{k}"), f, iv.is_reduce)
                          for k, f in enumerate(values))
         stage.relations.append(Split(iv, children))
         position = stage.leaves.index(iv)
         stage.leaves[position:position + 1] = children
         iv.consumed_by = "split"
         # Stages attached at the split loop now sit inside its innermost part.
-        for s in self.state.stages:
+        for s in self._state.stages:
             if s.attach is not None and s.attach.loop is iv:
                 s.attach.loop = children[-1]
         loops = [self._new(LoopRV, c) for c in children]
-        self._record("Split", (loop, *given), (), loops)
         return loops
 
+    @primitive("Fuse")
     def fuse(self, *loops: LoopRV) -> LoopRV:
         """Fuse adjacent loops of one block, given outermost first, into one loop."""
         if len(loops) < 2:
@@ -337,7 +314,7 @@ class Schedule:
                 f"fuse: cannot fuse a spatial loop with a reduction loop ({', '.join(iv.name for iv in ivs)})")
         if any(iv.kind is not ForKind.SERIAL for iv in ivs):
             raise ScheduleError("fuse: loops must be serial (fuse before parallel, vectorize or unroll)")
-        for other in self.state.attached_at(stage):
+        for other in self._state.attached_at(stage):
             if other.attach.after and any(other.attach.loop is iv for iv in ivs[:-1]):
                 raise ScheduleError(
                     f"fuse: block {other.name} is computed after loop {other.attach.loop.name}; fusing that loop "
@@ -346,19 +323,19 @@ class Schedule:
         if not fits_int64(extent):  # overshooting splits can take a fused domain past 64 bits
             raise ScheduleError(f"fuse: the fused loop would run {extent} iterations, more than a 64-bit "
                                 f"counter holds")
-        fused = IterVar(self.state.fresh_name("_".join(iv.name for iv in ivs) + "_fused"),
+        fused = IterVar(self._state.fresh_name("_".join(iv.name for iv in ivs) + "_fused"),
                         extent, ivs[0].is_reduce)
         stage.relations.append(Fuse(tuple(ivs), fused))
         stage.leaves[position:position + len(ivs)] = [fused]
         for iv in ivs:
             iv.consumed_by = "fuse"
-        for s in self.state.stages:
+        for s in self._state.stages:
             if s.attach is not None and any(s.attach.loop is iv for iv in ivs):
                 s.attach.loop = fused
         rv = self._new(LoopRV, fused)
-        self._record("Fuse", loops, (), (rv,))
         return rv
 
+    @primitive("Reorder")
     def reorder(self, *ordered_loops: LoopRV) -> None:
         """Put the given loops of one block in the given order, in the places they occupy now;
         the block's other loops stay where they are. No loop may move past a loop at which
@@ -370,7 +347,7 @@ class Schedule:
         new_leaves = list(stage.leaves)
         for position, iv in zip(positions, ivs):
             new_leaves[position] = iv
-        for other in self.state.attached_at(stage):
+        for other in self._state.attached_at(stage):
             p = stage.leaves.index(other.attach.loop)
             if new_leaves[p] is not other.attach.loop or \
                     {id(x) for x in new_leaves[:p]} != {id(x) for x in stage.leaves[:p]}:
@@ -378,7 +355,6 @@ class Schedule:
                     f"reorder: block {other.name} is computed at loop {other.attach.loop.name} of block "
                     f"{stage.name}; loops cannot move past that point")
         stage.leaves[:] = new_leaves
-        self._record("Reorder", ordered_loops)
 
     def _same_block(self, loops: Sequence[LoopRV], primitive: str) -> tuple[list[IterVar], StageState]:
         found = [self._loop(rv, primitive) for rv in loops]
@@ -391,7 +367,7 @@ class Schedule:
             raise ScheduleError(f"{primitive}: a loop is given twice: {', '.join(str(rv) for rv in loops)}")
         return ivs, found[0][1]
 
-    def _set_kind(self, loop: LoopRV, kind: ForKind, primitive: str, inst: str) -> None:
+    def _set_kind(self, loop: LoopRV, kind: ForKind, primitive: str) -> None:
         iv, stage = self._loop(loop, primitive)
         if iv.is_reduce and kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
             what = "threads" if kind is ForKind.PARALLEL else "vector lanes"
@@ -401,34 +377,37 @@ class Schedule:
         if iv.kind is not ForKind.SERIAL and iv.kind is not kind:
             raise ScheduleError(f"{primitive}: loop {loop} ({iv.name}) is already {iv.kind.value}")
         iv.kind = kind
-        self._record(inst, (loop,))
 
+    @primitive("Parallel")
     def parallel(self, loop: LoopRV) -> None:
         """Run the iterations of ``loop`` on all cores."""
-        self._set_kind(loop, ForKind.PARALLEL, "parallel", "Parallel")
+        self._set_kind(loop, ForKind.PARALLEL, "parallel")
 
+    @primitive("Vectorize")
     def vectorize(self, loop: LoopRV) -> None:
         """Run the iterations of ``loop`` as the lanes of vector instructions. A loop whose
         body holds other loops (or a stage computed inside it) runs as an ordinary loop."""
-        self._set_kind(loop, ForKind.VECTORIZED, "vectorize", "Vectorize")
+        self._set_kind(loop, ForKind.VECTORIZED, "vectorize")
 
+    @primitive("Unroll")
     def unroll(self, loop: LoopRV) -> None:
         """Copy the body of ``loop`` out once per iteration."""
-        self._set_kind(loop, ForKind.UNROLLED, "unroll", "Unroll")
+        self._set_kind(loop, ForKind.UNROLLED, "unroll")
 
     # -- stage primitives ------------------------------------------------------------------
+    @primitive("ComputeInline")
     def compute_inline(self, block: BlockRV) -> None:
         """Substitute the computation of an element-wise, non-output block into every block
         that reads it; the block disappears."""
-        compute_location.compute_inline(self.state, self._stage(block, "compute_inline"))
-        self._record("ComputeInline", (block,))
+        compute_location.compute_inline(self._state, self._stage(block, "compute_inline"))
 
+    @primitive("ReverseComputeInline")
     def reverse_compute_inline(self, block: BlockRV) -> None:
         """Fold an element-wise block into its only producer, which then writes the block's
         output; the block disappears."""
-        compute_location.reverse_compute_inline(self.state, self._stage(block, "reverse_compute_inline"))
-        self._record("ReverseComputeInline", (block,))
+        compute_location.reverse_compute_inline(self._state, self._stage(block, "reverse_compute_inline"))
 
+    @primitive("ComputeAt")
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Compute ``block`` inside ``loop`` of its only consumer, just the region one iteration
         of that loop reads. ``loop`` may also be the root or inline mark of
@@ -436,49 +415,48 @@ class Schedule:
         stage = self._stage(block, "compute_at")
         mark = self._target(loop, LoopRV, "compute_at")
         if mark == ROOT:
-            compute_location.compute_root(self.state, stage)
+            compute_location.compute_root(self._state, stage)
         elif mark == INLINE:
-            compute_location.compute_inline(self.state, stage)
+            compute_location.compute_inline(self._state, stage)
         else:
             iv, target = self._loop(loop, "compute_at")
-            compute_location.compute_at(self.state, stage, target, iv)
-        self._record("ComputeAt", (block, loop))
+            compute_location.compute_at(self._state, stage, target, iv)
 
+    @primitive("ReverseComputeAt")
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV) -> None:
         """Compute element-wise ``block`` inside ``loop`` of its producer, right after the
         region of the producer that one iteration of the loop completes."""
         stage = self._stage(block, "reverse_compute_at")
         iv, target = self._loop(loop, "reverse_compute_at")
-        compute_location.reverse_compute_at(self.state, stage, target, iv)
-        self._record("ReverseComputeAt", (block, loop))
+        compute_location.reverse_compute_at(self._state, stage, target, iv)
 
+    @primitive("CacheRead")
     def cache_read(self, block: BlockRV, read_index: int, scope: str) -> BlockRV:
         """A new block that copies the ``read_index``-th tensor ``block`` reads (in order of
         first use) into a buffer of ``scope`` ("global" or "local"); ``block`` then reads the
         copy. Returns the new block."""
         stage = self._stage(block, "cache_read")
-        made = cache.cache_read(self.state, stage, read_index, scope)
+        made = cache.cache_read(self._state, stage, read_index, scope)
         rv = self._new(BlockRV, made)
-        self._record("CacheRead", (block,), (read_index, scope), (rv,))
         return rv
 
+    @primitive("CacheWrite")
     def cache_write(self, block: BlockRV, write_index: int, scope: str) -> BlockRV:
         """``block`` now writes into a new buffer of ``scope``; a new block copies that buffer
         to the tensor ``block`` wrote. Returns the new (copying) block."""
         stage = self._stage(block, "cache_write")
-        made = cache.cache_write(self.state, stage, write_index, scope)
+        made = cache.cache_write(self._state, stage, write_index, scope)
         rv = self._new(BlockRV, made)
-        self._record("CacheWrite", (block,), (write_index, scope), (rv,))
         return rv
 
+    @primitive("RFactor")
     def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
         """Factorise a reduction over ``loop``: a new block reduces everything but ``loop`` into
         a tensor with ``loop`` as a new spatial axis at position ``factor_axis``; the original
         block then reduces that tensor over ``loop``. Returns the new block."""
         iv, stage = self._loop(loop, "rfactor")
-        made = rfactor_impl.rfactor(self.state, stage, iv, factor_axis)
+        made = rfactor_impl.rfactor(self._state, stage, iv, factor_axis)
         rv = self._new(BlockRV, made)
-        self._record("RFactor", (loop,), (factor_axis,), (rv,))
         return rv
 
     # -- annotations -----------------------------------------------------------------------
@@ -487,7 +465,8 @@ class Schedule:
             return self._stage(target, primitive).annotations
         return self._loop(target, primitive)[0].annotations
 
-    def annotate(self, block_or_loop: Union[BlockRV, LoopRV], key: str, value: object) -> None:
+    @primitive("Annotate")
+    def annotate(self, block_or_loop: Union[BlockRV, LoopRV], key: str, value: AnnotationValue) -> None:
         """Attach ``key = value`` to a block or a loop; it shows in the program and travels
         with the loop into the loop program. ``value`` may be an ExprRV."""
         if not isinstance(key, str) or not key:
@@ -499,19 +478,19 @@ class Schedule:
             raise ScheduleError(f"annotate: the value must be a 64-bit int, a finite float, a str or an ExprRV, "
                                 f"got {value!r}")
         self._annotated(block_or_loop, "annotate")[key] = resolved
-        self._record("Annotate", (block_or_loop, value), (key,))
 
+    @primitive("Unannotate")
     def unannotate(self, block_or_loop: Union[BlockRV, LoopRV], key: str) -> None:
         """Remove annotation ``key`` from a block or a loop."""
         annotations = self._annotated(block_or_loop, "unannotate")
         if key not in annotations:
             raise ScheduleError(f"unannotate: {block_or_loop} has no annotation {key!r}")
         del annotations[key]
-        self._record("Unannotate", (block_or_loop,), (key,))
 
     # -- sampling --------------------------------------------------------------------------
-    def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
-                            decision: Optional[Sequence[int]] = None) -> list[ExprRV]:
+    @primitive("SamplePerfectTile", pure=True, count=_tile_count)
+    def sample_perfect_tile(self, loop: LoopRV, *, n: int, max_innermost_factor: int = 16,
+                            decision: Optional[Sequence[int]] = None) -> Decided[list[ExprRV]]:
         """``n`` factors whose product is exactly the loop's extent, the innermost at most
         ``max_innermost_factor``. A given ``decision`` that no longer fits the loop is
         repaired by MetaSchedule's rule (see ``sampling.repair_perfect_tile``)."""
@@ -534,11 +513,11 @@ class Schedule:
                 raise ScheduleError(f"sample_perfect_tile: decision {decision!r} is not {n} positive integers")
             factors = sampling.repair_perfect_tile(iv.extent, [int(f) for f in decision])
         outs = [self._new(ExprRV, int(f)) for f in factors]
-        self._record("SamplePerfectTile", (loop,), (n, max_innermost_factor), outs, tuple(factors))
-        return outs
+        return Decided(outs, tuple(factors))
 
+    @primitive("SampleCategorical", pure=True)
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
-                           decision: Optional[int] = None) -> ExprRV:
+                           decision: Optional[int] = None) -> Decided[ExprRV]:
         """One of ``candidates`` drawn with ``probs``; the decision is its index."""
         try:
             candidates, probs = tuple(candidates), tuple(float(p) for p in probs)
@@ -559,15 +538,15 @@ class Schedule:
         if not is_int(decision) or not 0 <= decision < len(candidates):
             raise ScheduleError(f"sample_categorical: decision {decision!r} is not an index into {list(candidates)}")
         rv = self._new(ExprRV, candidates[decision])
-        self._record("SampleCategorical", (), (candidates, probs), (rv,), int(decision))
-        return rv
+        return Decided(rv, int(decision))
 
-    def sample_compute_location(self, block: BlockRV, decision: Optional[int] = None) -> LoopRV:
+    @primitive("SampleComputeLocation", pure=True)
+    def sample_compute_location(self, block: BlockRV, decision: Optional[int] = None) -> Decided[LoopRV]:
         """Where to compute ``block``: -2 inline, -1 root, otherwise the index of a loop of its
         only consumer at which ``compute_at`` is legal. A decision that is no longer a
         candidate becomes the nearest candidate below it (MetaSchedule's rule)."""
         stage = self._stage(block, "sample_compute_location")
-        candidates, loops = compute_location.locations(self.state, stage)
+        candidates, loops = compute_location.locations(self._state, stage)
         if decision is None:
             decision = int(candidates[self.rng.integers(len(candidates))])
         elif not is_int(decision):
@@ -576,22 +555,22 @@ class Schedule:
             decision = sampling.repair_compute_location(int(decision), candidates)
         target: object = INLINE if decision == -2 else ROOT if decision == -1 else loops[decision]
         rv = self._new(LoopRV, target)
-        self._record("SampleComputeLocation", (block,), (), (rv,), decision)
-        return rv
+        return Decided(rv, decision)
+
+    # -- postprocessing --------------------------------------------------------------------
+    @primitive("EnterPostproc")
+    def enter_postproc(self) -> None:
+        """Mark the end of the design space's sampling and the start of postprocessing: what
+        the trace holds after this mark, postprocessors derived from what came before it, and
+        ``replay(..., remove_postproc=True)`` leaves it out."""
 
     # -- results ---------------------------------------------------------------------------
     def lower(self) -> PrimFunc:
         """The loop program this schedule describes."""
-        return lower(self.state)
+        return lower(self._state)
 
     def __str__(self) -> str:
         return str(self.lower())
 
     def __repr__(self) -> str:
         return f"<Schedule of {self.workload!r}, {len(self._insts)} instructions>"
-
-
-def _where(trace: Trace, index: int) -> str:
-    """``instruction 3 `l4, l5 = sch.split(l1, [None, 8])``` for a replay error."""
-    decision = trace.decisions.get(index)
-    return f"instruction {index} `{str(Trace((trace.insts[index],), {} if decision is None else {0: decision}))}`"

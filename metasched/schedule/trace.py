@@ -3,7 +3,9 @@
 A trace is a value (immutable, comparable, hashable). Replaying it on a workload with the same
 decisions gives the same program, always. Map of this file:
   * ``Trace`` - the value; its text form (``str``, ``Trace.parse``; see ``trace_text``), its
-    JSON form (``to_json``, ``Trace.from_json``), ``with_decision``, ``simplified``, ``apply``.
+    JSON form (``to_json``, ``Trace.from_json``), ``with_decision``, ``simplified``. A trace
+    becomes a schedule again through ``metasched.schedule.replay``, which lies above both
+    this module and ``Schedule``: a schedule records traces, and nothing here needs one.
   * the JSON decoder (``_JsonReader``), which checks everything the text parser checks.
   * ``diff`` - what differs between two traces, for a person.
 
@@ -24,9 +26,6 @@ import difflib
 import numbers
 from typing import Any, Iterator, Mapping
 
-# The two modules refer to each other: a schedule records a trace, a trace replays into a
-# schedule. A module import (not a from-import) lets each find the other at call time.
-import metasched.schedule.schedule as _schedule
 from metasched.errors import TraceError
 from metasched.ir.limits import INT64_MAX, INT64_MIN, fits_int64
 from metasched.schedule.instruction import KINDS, RV, Instruction, decision_problem, output_count
@@ -153,12 +152,6 @@ class Trace:
         decisions = self.decisions
         return Trace(tuple(self._insts[i] for i in kept),
                      {new: decisions[old] for new, old in enumerate(kept) if old in decisions})
-
-    def apply(self, workload, seed: "_schedule.Seed" = 0) -> "_schedule.Schedule":
-        """Replay on ``workload``: a new schedule, every precondition checked again. Sampling
-        instructions without a decision draw from ``seed`` (a non-negative integer or a
-        ``numpy.random.Generator``), so the same call always gives the same program."""
-        return _schedule.Schedule.from_trace(workload, self, seed)
 
 
 def _normalise(value: Any) -> Any:

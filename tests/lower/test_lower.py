@@ -18,7 +18,7 @@ def stripped(sch):
 
 def test_unscheduled_program_has_one_nest_per_statement_in_order():
     wl = metasched.workloads.get("matmul_relu", M=4, N=4, K=4)
-    func = lower(Schedule(wl).state)
+    func = lower(Schedule(wl)._state)
     assert [b.name for b in func.inputs] == ["A", "B"]
     assert [b.name for b in func.outputs] == ["D"]
     assert [b.name for b in func.workspaces] == ["C"]

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import metasched
-from metasched import Schedule, ScheduleError, Trace, TraceError, workloads
+from metasched import Schedule, ScheduleError, Trace, TraceError, replay, workloads
 from metasched.handwritten import sampled_matmul
 from metasched.testing import assert_equivalent
 
@@ -82,7 +82,7 @@ def test_a_split_written_in_trace_text_with_a_huge_factor_is_refused(matmul):
     trace = Trace.parse(text.format(2**63 - 1))
     with pytest.raises(ScheduleError, match=r"instruction 2 `l4, l5 = sch.split\(l1, \[None, 9223372036854775807\]\)`: "
                                             r"split: factor 9223372036854775807 is larger than the extent 32"):
-        trace.apply(matmul)
+        replay(matmul, trace)
 
 
 def test_a_split_in_trace_json_with_a_huge_factor_is_refused(matmul):
@@ -95,7 +95,7 @@ def test_a_split_in_trace_json_with_a_huge_factor_is_refused(matmul):
             Trace.from_json(obj)
     obj["insts"][2]["inputs"][2] = 10**6
     with pytest.raises(ScheduleError, match="instruction 2 .*factor 1000000 is larger than the extent 32"):
-        Trace.from_json(obj).apply(matmul)
+        replay(matmul, Trace.from_json(obj))
 
 
 def test_huge_literals_are_refused_wherever_a_trace_holds_them(matmul):
@@ -134,11 +134,11 @@ def test_fuse_refuses_a_loop_longer_than_a_64_bit_counter():
 def test_a_trace_with_free_decisions_replays_to_the_same_program_every_time(matmul):
     free = sampled_matmul(matmul, seed=3).trace
     free = Trace(free.insts)  # every sampling decision removed
-    first, second = free.apply(matmul), free.apply(matmul)
+    first, second = replay(matmul, free), replay(matmul, free)
     assert first.trace == second.trace and str(first) == str(second)
-    assert free.apply(matmul, seed=7).trace == free.apply(matmul, seed=7).trace
-    assert free.apply(matmul, seed=np.random.default_rng(7)).trace == free.apply(matmul, seed=7).trace
-    seen = {free.apply(matmul, seed=s).trace for s in range(8)}
+    assert replay(matmul, free, rng=7).trace == replay(matmul, free, rng=7).trace
+    assert replay(matmul, free, rng=np.random.default_rng(7)).trace == replay(matmul, free, rng=7).trace
+    seen = {replay(matmul, free, rng=s).trace for s in range(8)}
     assert len(seen) > 1  # the seed really drives the draws
 
 
@@ -152,7 +152,7 @@ def test_a_bad_seed_is_a_clear_error(matmul, seed):
     with pytest.raises(ScheduleError, match="seed must be a non-negative integer or a numpy.random.Generator"):
         Schedule(matmul, seed=seed)
     with pytest.raises(ScheduleError, match="seed must be"):
-        Trace().apply(matmul, seed=seed)
+        replay(matmul, Trace(), rng=seed)
 
 
 # ---------------------------------------------------------------------------- other refusals
@@ -160,7 +160,7 @@ def test_a_bad_seed_is_a_clear_error(matmul, seed):
 def test_replay_on_another_workload_shows_the_instruction_and_a_hint():
     trace = sampled_matmul(workloads.get("matmul", M=32, N=32, K=32), seed=0).trace
     with pytest.raises(ScheduleError) as err:
-        trace.apply(workloads.get("batch_matmul", BATCH=2, M=8, N=8, K=8))
+        replay(workloads.get("batch_matmul", BATCH=2, M=8, N=8, K=8), trace)
     message = str(err.value)
     assert "instruction 2 `l1, l2, l3 = sch.get_loops(b0)`" in message
     assert "another workload or with other parameters" in message

@@ -3,7 +3,7 @@ the result still computes the reference, and the errors of illegal uses."""
 import pytest
 
 import metasched
-from metasched import Schedule, ScheduleError, Trace, workloads
+from metasched import Schedule, ScheduleError, Trace, replay, workloads
 from metasched.testing import assert_equivalent
 
 
@@ -272,9 +272,9 @@ def test_replay_gives_the_identical_program_and_trace():
     wl = workloads.get("matmul_relu", M=48, N=64, K=8)
     sch = ansor_matmul_relu(Schedule(wl, seed=3))
     trace = sch.trace
-    again = trace.apply(wl)
+    again = replay(wl, trace)
     assert str(again) == str(sch) and again.trace == trace
-    assert Schedule.from_trace(wl, Trace.parse(str(trace))).trace == trace
+    assert replay(wl, Trace.parse(str(trace))).trace == trace
     assert_equivalent(again)
 
 
@@ -283,7 +283,7 @@ def test_edited_decision_replays_to_the_new_tiles():
     trace = ansor_matmul_relu(Schedule(wl, seed=3)).trace
     index = next(i for i, inst in enumerate(trace.insts) if inst.kind == "SamplePerfectTile")
     edited = trace.with_decision(index, [12, 4])
-    sch = edited.apply(wl)
+    sch = replay(wl, edited)
     assert sch.trace.decisions[index] == (12, 4)
     assert "for i_1 in range(4):" in lines(sch)
     assert_equivalent(sch)
@@ -293,7 +293,7 @@ def test_a_decision_that_no_longer_fits_is_repaired():
     wl = workloads.get("matmul_relu", M=48, N=64, K=8)
     trace = ansor_matmul_relu(Schedule(wl, seed=3)).trace
     index = next(i for i, inst in enumerate(trace.insts) if inst.kind == "SamplePerfectTile")
-    sch = trace.with_decision(index, [5, 7]).apply(wl)  # 7 does not divide 48: becomes 48
+    sch = replay(wl, trace.with_decision(index, [5, 7]))  # 7 does not divide 48: becomes 48
     assert sch.trace.decisions[index] == (1, 48)
     assert_equivalent(sch)
 
@@ -303,7 +303,7 @@ def test_replay_error_names_the_instruction():
     text = str(ansor_matmul_relu(Schedule(wl, seed=3)).trace)
     broken = text.replace('sch.get_block("D")', 'sch.get_block("C")')
     with pytest.raises(ScheduleError, match=r"instruction \d+ `sch.reverse_compute_inline\(b\d+\)`"):
-        Trace.parse(broken).apply(wl)
+        replay(wl, Trace.parse(broken))
 
 
 def test_sample_compute_location_decisions():
