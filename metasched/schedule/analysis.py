@@ -187,7 +187,7 @@ def blocks(sch) -> tuple[str, ...]:
 
     for stage in reversed(state.stages):
         visit(stage)
-    return tuple(reversed(order))
+    return tuple(order)
 
 
 def compute_locations(sch, block_rv) -> tuple[int, ...]:

@@ -135,6 +135,11 @@ class Trace:
             decisions[int(index)] = decision
         return Trace(self._insts, decisions)
 
+    def without_decisions(self) -> Trace:
+        """The same instructions with every sampling left free: replaying it draws a new
+        program from the design space the trace describes."""
+        return Trace(self._insts)
+
     def simplified(self) -> Trace:
         """The trace without the pure instructions (lookups, samplings) whose outputs nothing
         later uses, directly or through other dropped instructions. The remaining instructions
