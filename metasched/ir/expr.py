@@ -60,8 +60,6 @@ class Expr:
         return BinOp("%", self, as_expr(other))
 
     def __str__(self) -> str:
-        from metasched.ir.printer import expr_str
-
         return expr_str(self)
 
 
@@ -286,3 +284,60 @@ def rebuild(expr: Expr, new_children: tuple[Expr, ...]) -> Expr:
     if isinstance(expr, Cast):
         return Cast(expr.dtype_, new_children[0])
     raise TypeError(f"not an expression: {expr!r}")
+
+
+# -- text (metasched.ir.stmt prints loop programs with it) ------------------------------------
+# Binding strength, loosest first, as in Python.
+_PRECEDENCE = {
+    "if": 0, "or": 1, "and": 2, "not": 3,
+    "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4,
+    "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "%": 6, "neg": 7, "atom": 8,
+}
+
+
+def _prec(e: Expr) -> int:
+    if isinstance(e, BinOp) and e.op not in ("max", "min"):
+        return _PRECEDENCE[e.op]
+    if isinstance(e, Select):
+        return _PRECEDENCE["if"]
+    if isinstance(e, Not):
+        return _PRECEDENCE["not"]
+    if isinstance(e, Neg):
+        return _PRECEDENCE["neg"]
+    if isinstance(e, IntImm) and e.value < 0:
+        return _PRECEDENCE["neg"]
+    return _PRECEDENCE["atom"]
+
+
+def _wrap(e: Expr, min_prec: int) -> str:
+    text = expr_str(e)
+    return f"({text})" if _prec(e) < min_prec else text
+
+
+def expr_str(e: Expr) -> str:
+    """One expression as Python-like text."""
+    if isinstance(e, IntImm):
+        return str(e.value)
+    if isinstance(e, FloatImm):
+        return repr(float(e.value))
+    if isinstance(e, Var):
+        return e.name
+    if isinstance(e, Load):
+        return f"{e.buffer}[{', '.join(expr_str(i) for i in e.indices)}]"
+    if isinstance(e, BinOp):
+        if e.op in ("max", "min"):
+            return f"{e.op}({expr_str(e.a)}, {expr_str(e.b)})"
+        p = _PRECEDENCE[e.op]
+        # Left-associative: the right operand needs brackets at equal precedence.
+        return f"{_wrap(e.a, p)} {e.op} {_wrap(e.b, p + 1)}"
+    if isinstance(e, Neg):
+        return f"-{_wrap(e.a, _PRECEDENCE['neg'])}"
+    if isinstance(e, Not):
+        return f"not {_wrap(e.a, _PRECEDENCE['not'])}"
+    if isinstance(e, Call):
+        return f"{e.func}({', '.join(expr_str(a) for a in e.args)})"
+    if isinstance(e, Select):
+        return f"{_wrap(e.true_value, 1)} if {_wrap(e.cond, 1)} else {_wrap(e.false_value, 0)}"
+    if isinstance(e, Cast):
+        return f"{e.dtype_}({expr_str(e.value)})"
+    raise TypeError(f"not an expression: {e!r}")

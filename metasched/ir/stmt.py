@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Optional, Union
 
-from metasched.ir.expr import Expr
+from metasched.ir.expr import Expr, expr_str
 
 
 class ForKind(enum.Enum):
@@ -53,8 +53,6 @@ class Stmt:
     __slots__ = ()
 
     def __str__(self) -> str:
-        from metasched.ir.printer import stmt_str
-
         return stmt_str(self)
 
 
@@ -120,8 +118,6 @@ class PrimFunc:
         return self.inputs + self.outputs + self.workspaces
 
     def __str__(self) -> str:
-        from metasched.ir.printer import func_str
-
         return func_str(self)
 
 
@@ -136,3 +132,53 @@ def seq(*stmts: Union[Stmt, None]) -> Stmt:
         else:
             flat.append(s)
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+# -- text: what str(schedule) shows a person -------------------------------------------------
+def _lines(s: Stmt, depth: int, out: list[str]) -> None:
+    pad = "    " * depth
+    if isinstance(s, Seq):
+        for sub in s.stmts:
+            _lines(sub, depth, out)
+    elif isinstance(s, For):
+        rng = f"range({s.extent})" if s.kind is ForKind.SERIAL else f"{s.kind.value}({s.extent})"
+        notes = "".join(f"  # {k} = {v!r}" for k, v in s.annotations)
+        out.append(f"{pad}for {s.var} in {rng}:{notes}")
+        _lines(s.body, depth + 1, out)
+    elif isinstance(s, IfThenElse):
+        out.append(f"{pad}if {expr_str(s.cond)}:")
+        _lines(s.then_body, depth + 1, out)
+        if s.else_body is not None:
+            out.append(f"{pad}else:")
+            _lines(s.else_body, depth + 1, out)
+    elif isinstance(s, Allocate):
+        b = s.buffer
+        out.append(f"{pad}{b.name} = allocate({list(b.shape)}, {b.dtype!r})")
+        _lines(s.body, depth, out)
+    elif isinstance(s, Store):
+        idx = ", ".join(expr_str(i) for i in s.indices)
+        out.append(f"{pad}{s.buffer}[{idx}] = {expr_str(s.value)}")
+    else:
+        raise TypeError(f"not a statement: {s!r}")
+
+
+def stmt_str(s: Stmt, depth: int = 0) -> str:
+    """A statement tree as indented Python-like text."""
+    out: list[str] = []
+    _lines(s, depth, out)
+    return "\n".join(out)
+
+
+def func_str(f: PrimFunc) -> str:
+    """A whole kernel: its signature, its workspaces, its body."""
+    def sig(b):
+        return f"{b.name}: {b.dtype}[{', '.join(map(str, b.shape))}]"
+
+    params = ", ".join(sig(b) for b in f.inputs + f.outputs)
+    lines = [f"def {f.name}({params}):"]
+    for block, notes in f.attrs.get("block_annotations", {}).items():
+        lines.extend(f"    # block {block}: {k} = {v!r}" for k, v in notes.items())
+    for w in f.workspaces:
+        lines.append(f"    {w.name} = allocate({list(w.shape)}, {w.dtype!r})")
+    lines.append(stmt_str(f.body, 1))
+    return "\n".join(lines)
