@@ -18,7 +18,10 @@ What the block facts mean, for a block ``T[axes] (op)= body``:
   ``j``, ``B[k, j]`` misses ``i`` in a matmul), or it is a reduction and one read misses a
   spatial axis. A column sum or a softmax row reduction reads every element once: no reuse.
 * ``Access.axes``: per dimension of a read, the axis whose variable alone indexes it (a
-  constant offset allowed), or None for any other index.
+  constant offset allowed), or None for any other index; ``Access.exact``: every index is its
+  axis variable with no offset (what ``reverse_compute_inline`` and ``reverse_compute_at``
+  require of the block that follows);
+* ``functions``: the functions the body applies (``exp``, ``max``, ...).
 """
 from __future__ import annotations
 
@@ -27,13 +30,16 @@ from types import MappingProxyType
 from typing import Mapping, Optional
 
 from metasched.ir.analysis import as_affine, free_vars, loads, walk
-from metasched.ir.expr import Select
+from metasched.ir.expr import BINARY_CALLS, UNARY_CALLS, BinOp, Call, Select, Var
 from metasched.ir.stmt import ForKind
 from metasched.lower import IterVar, ScheduleState, StageState
 from metasched.schedule.compute_location import locations
 
 INLINE = -2  # the decisions of sample_compute_location that are not loops
 ROOT = -1
+# Every function a workload can apply: the math calls, and max and min (binary operators in
+# the IR, functions in the workload language).
+FUNCTION_NAMES = frozenset(UNARY_CALLS + BINARY_CALLS + ("max", "min"))
 
 
 @dataclass(frozen=True)
@@ -61,11 +67,12 @@ class AxisInfo:
 
 @dataclass(frozen=True)
 class Access:
-    """One read of a tensor: its name, its rank, and per dimension the axis (by name) that
-    indexes it alone, or None."""
+    """One read of a tensor: its name, and per dimension the axis (by name) that indexes it
+    alone, or None; ``exact`` when every index is an axis variable with no offset."""
 
     buffer: str
     axes: tuple[Optional[str], ...]
+    exact: bool
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,7 @@ class BlockInfo:
     is_elementwise: bool
     has_data_reuse: bool
     has_conditional: bool
+    functions: frozenset[str]
     scope: str
     attached_to: Optional[tuple[str, str]]
     annotations: Mapping[str, object]
@@ -98,6 +106,13 @@ class BlockInfo:
     @property
     def is_reduction(self) -> bool:
         return self.reduce_op is not None
+
+    def reads_at_own_indices(self, buffer: str) -> bool:
+        """Whether the block reads ``buffer``, and every time at exactly its own spatial
+        variables in order (``T[i, j]`` in a block over ``i, j``)."""
+        own = tuple(a.name for a in self.spatial)
+        reads = [acc for acc in self.accesses if acc.buffer == buffer]
+        return bool(reads) and all(acc.exact and acc.axes == own for acc in reads)
 
     @property
     def innermost_axis(self) -> Optional[str]:
@@ -138,7 +153,9 @@ def _block_info(state: ScheduleState, stage: StageState) -> BlockInfo:
     spatial = tuple(AxisInfo(a.name, a.extent) for a in st.axes)
     reduction = tuple(AxisInfo(a.name, a.extent) for a in st.reduce_axes)
     names = {a.name for a in st.axes + st.reduce_axes}
-    accesses = tuple(Access(ld.buffer, tuple(_index_axis(i, names) for i in ld.indices)) for ld in loads(st.body))
+    accesses = tuple(Access(ld.buffer, tuple(_index_axis(i, names) for i in ld.indices),
+                            all(isinstance(i, Var) and i.name in names for i in ld.indices))
+                     for ld in loads(st.body))
     own = tuple(a.name for a in st.axes)
     elementwise = not st.is_reduction and all(
         acc.axes == own for acc in accesses if len(acc.axes) == len(own))
@@ -161,7 +178,13 @@ def _block_info(state: ScheduleState, stage: StageState) -> BlockInfo:
         tuple(_loop_info(state, iv, stage) for iv in stage.leaves), accesses, tuple(st.reads()),
         tuple(s.name for s in state.producers(stage)), tuple(s.name for s in state.consumers(stage)),
         st.is_output, elementwise, reuse, any(isinstance(e, Select) for e in walk(st.body)),
-        stage.scope, attach, MappingProxyType(dict(stage.annotations)))
+        _functions(st.body), stage.scope, attach, MappingProxyType(dict(stage.annotations)))
+
+
+def _functions(body) -> frozenset[str]:
+    called = {e.func for e in walk(body) if isinstance(e, Call)}
+    called |= {e.op for e in walk(body) if isinstance(e, BinOp) and e.op in ("max", "min")}
+    return frozenset(called)
 
 
 def block(sch, block_rv) -> BlockInfo:

@@ -173,12 +173,14 @@ class Schedule:
 
     def copy(self) -> Schedule:
         """An independent schedule in the same state, with the same trace; the handles made
-        so far work on both (handles made later belong to the schedule that made them)."""
+        so far work on both (handles made later belong to the schedule that made them). The
+        copy draws from a stream spawned from this one's, so copying (say, to try a primitive
+        and throw the copy away) never changes what this schedule samples next."""
         other = Schedule.__new__(Schedule)
         clones: dict[int, object] = {}
         other.workload = self.workload
         other._state = self._state.copy(clones)
-        other.rng = np.random.default_rng(self.rng.integers(2**63))
+        other.rng = self.rng.spawn(1)[0]  # an independent stream; this one's draws do not move
         other._uid = next(_uids)
         other._symbols = {}
         for rv, target in self._symbols.items():

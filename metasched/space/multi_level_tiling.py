@@ -1,0 +1,175 @@
+"""``MultiLevelTiling``: Ansor's rules 3-5 (multi-level tiling, fusing a consumer into the
+tiles, adding a cache stage), MetaSchedule's ``multi_level_tiling.cc``.
+
+A block that reads some data more than once (a matmul, a convolution) runs fastest when its
+loops are tiled so that each tile's data stays in cache or registers. The ``structure`` string
+names the tile levels from outer to inner: ``S`` a level of every spatial loop, ``R`` a level
+of every reduction loop. ``"SSRSRS"`` (Ansor's CPU structure) splits each spatial loop in four
+and each reduction loop in two, with sampled tile sizes, and orders them S0 S1 R0 S2 R1 S3.
+
+The tiled block then gets one sketch per way of writing its result (``AddWriteReuse``):
+
+1. as tiled, nothing else;
+2. rule 4: its only, element-wise consumer computed right after each tile of level L
+   (``reverse_compute_at``), for each L in ``fuse_consumer_levels``;
+3. rule 5: a ``cache_scope`` write cache (``cache_write``), the element-wise consumer folded
+   into the cache's copy-out where legal (``reverse_compute_inline``), and the copy-out
+   computed after each tile of level L, for each L in ``cache_write_levels``.
+
+Level L is the L-th letter of ``structure`` (TVM's ``tiles[L - 1]``); it must be an ``S`` with
+only ``S`` before it, so that a tile is complete (its reductions done) when the consumer or
+copy-out runs after it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
+from metasched.schedule.analysis import BlockInfo
+from metasched.schedule.cache import SCOPES
+from metasched.space.auto_inline import can_reverse_compute_inline
+from metasched.space.base import ScheduleRule
+
+# The block annotation that marks a block as tiled (TVM's attr::meta_schedule_tiling_structure);
+# RandomComputeLocation leaves such a block where it is.
+TILING_STRUCTURE = "meta_schedule.tiling_structure"
+
+Tiles = list[list[LoopRV]]  # per letter of the structure, the loops of that level
+
+
+@dataclasses.dataclass
+class MultiLevelTiling(ScheduleRule):
+    """Tile reduction blocks with data reuse at the root, then fork the ways of writing their
+    result (see the module's docstring).
+
+    * ``structure``: the tile levels, outer to inner (``S`` spatial, ``R`` reduction).
+    * ``max_innermost_factor``: the largest innermost tile a ``sample_perfect_tile`` may draw.
+    * ``fuse_consumer_levels``: the levels after which an element-wise consumer is fused.
+    * ``cache_write_levels``: the levels after which the write cache is copied out.
+    * ``cache_scope``: the write cache's scope (``"local"``: a tile-sized array)."""
+
+    structure: str = "SSRSRS"
+    max_innermost_factor: int = 64
+    fuse_consumer_levels: tuple[int, ...] = (1, 2)
+    cache_write_levels: tuple[int, ...] = (1, 2)
+    cache_scope: str = "local"
+
+    def __post_init__(self) -> None:
+        _check_structure(self.structure)
+        self.fuse_consumer_levels = _check_levels(self.structure, self.fuse_consumer_levels, "fuse_consumer_levels")
+        self.cache_write_levels = _check_levels(self.structure, self.cache_write_levels, "cache_write_levels")
+        if isinstance(self.max_innermost_factor, bool) or not isinstance(self.max_innermost_factor, int):
+            raise ValueError(f"MultiLevelTiling: max_innermost_factor must be an integer (0 or less: no "
+                             f"limit), got {self.max_innermost_factor!r}")
+        if self.cache_scope not in SCOPES:
+            raise ValueError(f"MultiLevelTiling: cache_scope must be one of {SCOPES}, got {self.cache_scope!r}")
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        info = analysis.block(sch, block)
+        if not needs_tiling(info):
+            return [sch]
+        sch.annotate(block, TILING_STRUCTURE, self.structure)
+        tiles = self._tile(sch, block, info)
+        return [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
+
+    def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo) -> Tiles:
+        """Split every loop into the levels of its kind with sampled factors (a kind with one
+        level keeps its loop whole) and reorder the block's loops level by level."""
+        positions = {kind: [k for k, letter in enumerate(self.structure) if letter == kind] for kind in "SR"}
+        tiles: Tiles = [[] for _ in self.structure]
+        for loop, loop_info in zip(sch.get_loops(block), info.loops):
+            levels = positions["R" if loop_info.is_reduction else "S"]
+            if len(levels) == 1:
+                tiles[levels[0]].append(loop)
+                continue
+            factors = sch.sample_perfect_tile(loop, n=len(levels), max_innermost_factor=self.max_innermost_factor)
+            for level, part in zip(levels, sch.split(loop, factors)):
+                tiles[level].append(part)
+        sch.reorder(*(loop for tile in tiles for loop in tile))
+        return tiles
+
+    def _fuse_consumer(self, sch: Schedule, block: BlockRV, tiles: Tiles) -> list[Schedule]:
+        """Rule 4: one fork per level in ``fuse_consumer_levels`` with the block's consumer
+        computed after that level's tile, when the consumer is fusible."""
+        if not self.fuse_consumer_levels or len(analysis.block(sch, block).consumers) != 1:
+            return []
+        base = sch.copy()
+        (consumer,) = base.get_consumers(block)
+        if not is_fusible_consumer(base, block, consumer):
+            return []
+        return [_computed_after(base, consumer, tiles, level) for level in self.fuse_consumer_levels]
+
+    def _cache_write(self, sch: Schedule, block: BlockRV, tiles: Tiles) -> list[Schedule]:
+        """Rule 5: one fork per level in ``cache_write_levels`` that accumulates into a
+        ``cache_scope`` buffer whose copy-out (with the consumer folded in where legal) runs
+        after that level's tile."""
+        if not self.cache_write_levels:
+            return []
+        base = sch.copy()
+        copy_out = base.cache_write(block, 0, self.cache_scope)
+        base = _with_consumer_folded(base, copy_out) or base
+        return [_computed_after(base, copy_out, tiles, level) for level in self.cache_write_levels]
+
+
+def needs_tiling(info: BlockInfo) -> bool:
+    """TVM's ``NeedsMultiLevelTiling``: a reduction block with data reuse (Ansor's condition),
+    at the root, not tiled yet, its loops still its axes in order (TVM's trivial binding)."""
+    axes = info.spatial + info.reduction
+    return (info.is_reduction and info.has_data_reuse and info.attached_to is None
+            and TILING_STRUCTURE not in info.annotations and len(info.loops) == len(axes)
+            and all(loop.extent == axis.extent and loop.is_reduction == (k >= len(info.spatial))
+                    for k, (loop, axis) in enumerate(zip(info.loops, axes))))
+
+
+def is_fusible_consumer(sch: Schedule, block: BlockRV, consumer: BlockRV) -> bool:
+    """Whether ``reverse_compute_at(consumer, <a spatial tile loop of block>)`` is legal and
+    useful: ``consumer`` is element-wise over ``block``'s shape (Ansor's "element-wise
+    matched"), reads only ``block``'s tensor among the blocks, at its own indices, and is at
+    the root with nothing computed at it."""
+    info, source = analysis.block(sch, consumer), analysis.block(sch, block)
+    return (info.is_elementwise and not info.is_reduction and info.shape == source.shape
+            and info.producers == (source.name,) and info.attached_to is None
+            and not any(loop.attached for loop in info.loops)
+            and info.reads_at_own_indices(source.buffer))
+
+
+def _with_consumer_folded(sch: Schedule, copy_out: BlockRV) -> Optional[Schedule]:
+    """A copy of ``sch`` with the only consumer of ``copy_out`` folded into it, when that
+    consumer is fusible and the fold legal; else None (and ``sch``'s trace is untouched)."""
+    if len(analysis.block(sch, copy_out).consumers) != 1:
+        return None
+    trial = sch.copy()
+    (consumer,) = trial.get_consumers(copy_out)
+    if not (is_fusible_consumer(trial, copy_out, consumer) and can_reverse_compute_inline(trial, consumer, copy_out)):
+        return None
+    trial.reverse_compute_inline(consumer)
+    return trial
+
+
+def _computed_after(sch: Schedule, block: BlockRV, tiles: Tiles, level: int) -> Schedule:
+    """A copy of ``sch`` with ``block`` computed after the last loop of tile level ``level``."""
+    fork = sch.copy()
+    fork.reverse_compute_at(block, tiles[level - 1][-1])
+    return fork
+
+
+def _check_structure(structure: str) -> None:
+    if not isinstance(structure, str) or set(structure) - set("SR") or "S" not in structure or "R" not in structure:
+        raise ValueError(f"MultiLevelTiling: structure must be a string of S (spatial level) and R (reduction "
+                         f"level) letters with at least one of each, such as 'SSRSRS'; got {structure!r}")
+
+
+def _check_levels(structure: str, levels: tuple[int, ...], name: str) -> tuple[int, ...]:
+    """``levels`` as a tuple, each the 1-based position of an ``S`` of ``structure`` with only
+    ``S`` before it; a ``ValueError`` otherwise."""
+    if isinstance(levels, (str, bytes)) or not hasattr(levels, "__iter__"):
+        raise ValueError(f"MultiLevelTiling: {name} must be a tuple of tile levels, got {levels!r}")
+    levels = tuple(levels)
+    leading = len(structure) - len(structure.lstrip("S"))  # the S levels before the first R
+    for level in levels:
+        if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= leading:
+            raise ValueError(f"MultiLevelTiling: {name} holds {level!r}, but only levels 1 to {leading} of "
+                             f"structure {structure!r} come before its first reduction level; a block "
+                             f"computed after a later level would read unfinished sums")
+    return levels

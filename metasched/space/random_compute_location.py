@@ -1,0 +1,37 @@
+"""``RandomComputeLocation``: MetaSchedule's ``random_compute_location.cc``, the search-time
+form of Ansor's compute-location choices.
+
+Where a producer runs trades memory traffic against recomputation: at the root it is computed
+once and stored whole; inside a loop of its consumer it computes just what one iteration reads,
+while that data is still in cache. Rather than enumerate the choices as sketches, the rule
+leaves one ``sample_compute_location`` in the trace, and search mutates its decision.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from metasched.schedule import BlockRV, Schedule, analysis
+from metasched.schedule.analysis import BlockInfo
+from metasched.space.base import ScheduleRule
+from metasched.space.multi_level_tiling import TILING_STRUCTURE
+
+
+@dataclasses.dataclass
+class RandomComputeLocation(ScheduleRule):
+    """``compute_at`` a block at a sampled location: inline (where legal), the root, or a loop
+    of its only consumer."""
+
+    def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
+        if not has_free_location(analysis.block(sch, block)):
+            return [sch]
+        location = sch.sample_compute_location(block)
+        sch.compute_at(block, location)
+        return [sch]
+
+
+def has_free_location(info: BlockInfo) -> bool:
+    """TVM's conditions: the block is at the root, has loops with no other block computed at
+    them, is not tiled by ``MultiLevelTiling`` and is not an output; and it has exactly one
+    consumer, so that ``sample_compute_location`` has a loop to choose besides the root."""
+    return (info.attached_to is None and bool(info.loops) and not any(loop.attached for loop in info.loops)
+            and TILING_STRUCTURE not in info.annotations and not info.is_output and len(info.consumers) == 1)

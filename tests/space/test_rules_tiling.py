@@ -1,0 +1,265 @@
+"""AutoInline, MultiLevelTiling and RandomComputeLocation: their design spaces against golden
+files, every sketch of the built-in suite replayed, and programs sampled from the sketches
+against the reference.
+
+MultiLevelTiling and RandomComputeLocation run after AutoInline, as in the default stack:
+inlining decides which blocks they see (conv2d's padding, softmax's ``e``). Regenerate the
+golden files with ``METASCHED_UPDATE_GOLDEN=1 python -m pytest tests/space/test_rules_tiling.py``.
+"""
+import pathlib
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import SMALL_PARAMS
+from golden import check_golden
+from metasched import ScheduleError, parse, replay, workloads
+from metasched.schedule import analysis
+from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, RandomComputeLocation
+from metasched.testing import assert_equivalent
+
+sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
+from workload_strategies import workload_texts  # noqa: E402
+
+GOLDEN = pathlib.Path(__file__).parent / "golden"
+STACKS = {
+    "auto_inline": [AutoInline()],
+    "multi_level_tiling": [AutoInline(), MultiLevelTiling()],
+    "random_compute_location": [AutoInline(), RandomComputeLocation()],
+}
+ALL_THREE = [AutoInline(), MultiLevelTiling(), RandomComputeLocation()]
+
+# Sketches per rule and workload (default sizes), and why.
+SKETCHES = {
+    # AutoInline never forks. matmul_relu: C is a reduction and D the output: nothing inlines.
+    ("auto_inline", "matmul_relu"): 1,
+    # reduce_cols: one block, the output.
+    ("auto_inline", "reduce_cols"): 1,
+    # softmax: e (with its exp) is inlined into s and Y; mx and s are reductions, Y the output.
+    ("auto_inline", "softmax"): 1,
+    # conv2d_bias_relu: the padding P (a conditional) is inlined into Y.
+    ("auto_inline", "conv2d_bias_relu"): 1,
+    # matmul_relu: C tiled SSRSRS; then tiling alone, tiling with the ReLU D fused at level 1 /
+    # level 2, and tiling with a local cache copied out at level 1 / level 2 with the ReLU
+    # folded into its copy-out: 1 + 2 + 2.
+    ("multi_level_tiling", "matmul_relu"): 5,
+    # reduce_cols: S reads each element of X once (no data reuse): not tiled.
+    ("multi_level_tiling", "reduce_cols"): 1,
+    # softmax: mx and s read each element once; e (inlined) and Y are spatial: not tiled.
+    ("multi_level_tiling", "softmax"): 1,
+    # conv2d_bias_relu: Y reuses P and Wt: the same five ways as matmul_relu, with bias + ReLU
+    # (Z) fused or folded into the copy-out; P is inlined into Y in each.
+    ("multi_level_tiling", "conv2d_bias_relu"): 5,
+    # RandomComputeLocation samples a location instead of forking: one sketch each.
+    # matmul_relu: C goes to a sampled loop of D (or stays at the root).
+    ("random_compute_location", "matmul_relu"): 1,
+    # reduce_cols: S is the output and has no consumer: untouched.
+    ("random_compute_location", "reduce_cols"): 1,
+    # softmax: s goes to a sampled loop of Y; e is inlined, so mx then feeds s and Y (two
+    # consumers) and stays at the root.
+    ("random_compute_location", "softmax"): 1,
+    # conv2d_bias_relu: Y goes to a sampled loop of Z; P is inlined into Y.
+    ("random_compute_location", "conv2d_bias_relu"): 1,
+}
+
+
+def sketches_text(sketches) -> str:
+    return "".join(f"# sketch {k} of {len(sketches)}\n{sch.trace.without_decisions()}\n"
+                   for k, sch in enumerate(sketches, 1))
+
+
+@pytest.mark.parametrize("rule_name, workload", sorted(SKETCHES))
+def test_design_space_matches_golden(rule_name, workload):
+    sketches = PostOrderApply(rules=STACKS[rule_name]).generate(workloads.get(workload))
+    check_golden(GOLDEN / rule_name / f"{workload}.txt", sketches_text(sketches))
+    assert len(sketches) == SKETCHES[rule_name, workload]
+
+
+# -- every built-in workload ----------------------------------------------------------------
+
+@pytest.mark.parametrize("stack", [*STACKS, "all_three"])
+@pytest.mark.parametrize("name", workloads.names())
+def test_every_sketch_of_the_suite_replays(name, stack):
+    wl = workloads.get(name)
+    for sketch in PostOrderApply(rules=STACKS.get(stack, ALL_THREE)).generate(wl):
+        assert replay(wl, sketch.trace).trace == sketch.trace
+        for seed in range(2):
+            replay(wl, sketch.trace.without_decisions(), rng=seed)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_PARAMS))
+def test_sampled_programs_compute_the_reference(name):
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    for sketch in PostOrderApply(rules=ALL_THREE).generate(wl):
+        for seed in range(2):
+            assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=seed))
+
+
+def every_compute_location(wl, trace, prefix=()):
+    """The programs of ``trace`` for every combination of its compute-location decisions
+    (``prefix`` fixes the first ones); its other samplings draw from seed 0."""
+    choices = []
+
+    def provider(sch, index, inst, inputs, decision):
+        if inst.kind != "SampleComputeLocation":
+            return None
+        choices.append(analysis.compute_locations(sch, inputs[0]))
+        k = len(choices) - 1
+        return prefix[k] if k < len(prefix) else choices[k][0]
+
+    sch = replay(wl, trace.without_decisions(), decision_provider=provider)
+    if len(prefix) == len(choices):
+        yield sch
+        return
+    for decision in choices[len(prefix)]:
+        yield from every_compute_location(wl, trace, prefix + (decision,))
+
+
+@pytest.mark.parametrize("name", sorted(SMALL_PARAMS))
+def test_every_sampled_compute_location_computes_the_reference(name):
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    (sketch,) = PostOrderApply(rules=STACKS["random_compute_location"]).generate(wl)
+    for sch in every_compute_location(wl, sketch.trace):
+        assert_equivalent(sch)
+
+
+@given(text=workload_texts(), into_producer=st.booleans())
+def test_rules_never_fail_on_random_workloads(text, into_producer):
+    wl = parse(text)
+    rules = [AutoInline(into_producer=into_producer), MultiLevelTiling(), RandomComputeLocation()]
+    for sketch in PostOrderApply(rules=rules).generate(wl):
+        assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=1))
+
+
+# -- AutoInline -----------------------------------------------------------------------------
+
+CHAIN = """
+workload chain(N = 7) {
+    input X: float32[N]
+    A[i] = X[i] * 2.0
+    output B[i] = A[i] + 1.0
+}
+"""
+
+
+def blocks_after(rules, text):
+    wl = parse(text)
+    (sch,) = PostOrderApply(rules=rules).generate(wl)
+    assert_equivalent(sch)
+    return analysis.blocks(sch), str(sch.trace)
+
+
+def test_auto_inline_into_producer():
+    # B is the output, so it cannot inline into a consumer; it folds into A instead.
+    names, trace = blocks_after([AutoInline(into_producer=True)], CHAIN)
+    assert names == ("A",) and "reverse_compute_inline" in trace
+    # Off by default, and into_consumer comes first: A inlines into B.
+    names, trace = blocks_after([AutoInline()], CHAIN)
+    assert names == ("B",) and "reverse_compute_inline" not in trace
+
+
+@pytest.mark.parametrize("text", [
+    # B reads A shifted by one: reverse_compute_inline would refuse.
+    CHAIN.replace("A[i] + 1.0", "A[i - 1] if i >= 1 else 0.0 where i in 0..N"),
+    # A has a second consumer, C.
+    CHAIN.replace("output B[i] = A[i] + 1.0", "output B[i] = A[i] + 1.0\n    output C[i] = A[i] * A[i]"),
+])
+def test_auto_inline_into_producer_only_where_legal(text):
+    names, trace = blocks_after([AutoInline(into_producer=True, into_consumer=False)], text)
+    assert "A" in names and "reverse_compute_inline" not in trace and "get_producers" not in trace
+
+
+def test_auto_inline_options_bar_blocks():
+    def kept(rule, name):
+        (sch,) = PostOrderApply(rules=[rule]).generate(workloads.get(name))
+        return "compute_inline" not in str(sch.trace)
+
+    assert kept(AutoInline(disallow_ops=("exp",)), "softmax")  # TVM's CPU default
+    assert not kept(AutoInline(disallow_ops=("max", "rsqrt")), "softmax")
+    assert kept(AutoInline(disallow_if_then_else=True), "conv2d_bias_relu")  # the padding
+    assert kept(AutoInline(into_consumer=False), "conv2d_bias_relu")
+
+
+@pytest.mark.parametrize("ops", ["exp", ("exp", "expf")])
+def test_auto_inline_refuses_unknown_ops(ops):
+    with pytest.raises(ValueError, match="disallow_ops"):
+        AutoInline(disallow_ops=ops)
+
+
+# -- MultiLevelTiling -----------------------------------------------------------------------
+
+def test_tiling_matches_sampled_matmul():
+    # handwritten.sampled_matmul is this rule's cache sketch at level 2, then postprocessing.
+    wl = workloads.get("matmul_relu")
+    sketches = PostOrderApply(rules=[MultiLevelTiling()]).generate(wl)
+    text = str(sketches[-1].trace.without_decisions())
+    assert "sch.reorder(l9, l17, l10, l18, l23, l11, l19, l24, l12, l20)" in text
+    assert text.endswith('b25 = sch.cache_write(b1, 0, "local")\nb26, = sch.get_consumers(b25)\n'
+                         'sch.reverse_compute_inline(b26)\nsch.reverse_compute_at(b25, l18)')
+
+
+@pytest.mark.parametrize("name, count", [
+    ("matmul", 3),  # C is the output: no consumer to fuse; plain + cache at levels 1 and 2
+    ("batch_matmul", 3),
+    ("dense_bias_relu", 5),  # like matmul_relu
+    ("depthwise_conv2d", 3),  # Y reuses Wt and is the output; P is inlined
+    ("layernorm", 1),  # Y reuses gamma, total and sq but is spatial: TVM tiles only reductions
+    ("transpose_add", 1),
+])
+def test_tiling_sketch_counts_of_the_rest_of_the_suite(name, count):
+    assert len(PostOrderApply(rules=STACKS["multi_level_tiling"]).generate(workloads.get(name))) == count
+
+
+def test_tiling_options():
+    wl = workloads.get("matmul_relu")
+    # S R S: the spatial loops in two levels, k whole; fusion and cache at level 1 only.
+    rule = MultiLevelTiling(structure="SRS", fuse_consumer_levels=(1,), cache_write_levels=(1,), cache_scope="global")
+    sketches = PostOrderApply(rules=[rule]).generate(wl)
+    assert len(sketches) == 3
+    text = str(sketches[-1].trace.without_decisions())
+    assert text.count("sample_perfect_tile(") == 2 and "n=2, max_innermost_factor=64" in text
+    assert 'cache_write(b1, 0, "global")' in text
+    small = workloads.get("matmul_relu", **SMALL_PARAMS["matmul_relu"])
+    for sketch in PostOrderApply(rules=[rule]).generate(small):
+        assert_equivalent(replay(small, sketch.trace.without_decisions()))
+    # No write-reuse levels: tiling alone.
+    assert len(PostOrderApply(rules=[MultiLevelTiling(fuse_consumer_levels=(), cache_write_levels=())])
+               .generate(wl)) == 1
+
+
+@pytest.mark.parametrize("arguments", [
+    dict(structure=""), dict(structure="SSS"), dict(structure="RR"), dict(structure="SSXRS"), dict(structure=3),
+    dict(fuse_consumer_levels=(3,)), dict(cache_write_levels=(0,)), dict(structure="SRSRS"),
+    dict(cache_write_levels=2), dict(max_innermost_factor="64"), dict(cache_scope="shared"),
+])
+def test_tiling_refuses_bad_arguments(arguments):
+    with pytest.raises(ValueError, match="MultiLevelTiling"):
+        MultiLevelTiling(**arguments)
+
+
+# -- RandomComputeLocation ------------------------------------------------------------------
+
+def test_random_compute_location_leaves_tiled_blocks_alone():
+    for sketch in PostOrderApply(rules=ALL_THREE).generate(workloads.get("matmul_relu")):
+        assert "sample_compute_location" not in str(sketch.trace)
+
+
+def test_rules_leave_a_block_they_do_not_apply_to_unchanged():
+    wl = workloads.get("softmax")
+    for rule in [AutoInline(), MultiLevelTiling(), RandomComputeLocation()]:
+        (sch,) = PostOrderApply().generate(wl)
+        block = sch.get_block("Y")  # the output: no rule applies
+        before = sch.trace
+        assert rule.apply(sch, block) == [sch] and sch.trace == before
+
+
+def test_rules_raise_only_schedule_error_on_an_inlined_block():
+    wl = workloads.get("softmax")
+    for rule in [AutoInline(), MultiLevelTiling(), RandomComputeLocation()]:
+        (sch,) = PostOrderApply().generate(wl)
+        block = sch.get_block("e")
+        sch.compute_inline(block)
+        with pytest.raises(ScheduleError):
+            rule.apply(sch, block)
