@@ -14,7 +14,6 @@ from llvmlite import ir
 
 from metasched.codegen import ops
 from metasched.errors import CodegenError
-from metasched.codegen.access import flat_index
 from metasched.codegen.llvmutil import (
     ELEMENT_BYTES, PTR, VOID, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
     i64, llvm_type, stack_alloca,
@@ -22,6 +21,7 @@ from metasched.codegen.llvmutil import (
 from metasched.codegen.parallel import emit_parallel
 from metasched.codegen.runtime import Launcher
 from metasched.codegen.vector import emit_vectorized
+from metasched.ir.access import flat_index
 from metasched.ir.analysis import loads
 from metasched.ir.expr import BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, Stmt, Store

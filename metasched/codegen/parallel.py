@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
-from metasched.codegen.access import used_names
 from metasched.codegen.llvmutil import I32, I64, PTR, VOID, check_i64, i64
 from metasched.codegen.runtime import TASK_TYPE
+from metasched.ir.access import used_names
 from metasched.ir.stmt import For
 
 if TYPE_CHECKING:

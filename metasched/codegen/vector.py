@@ -1,10 +1,10 @@
 """Vectorized loops: the loop's iterations become the lanes of LLVM vector instructions.
 
-Map: ``fallback_reason`` decides whether a loop can be vectorized · ``emit_vectorized`` splits
-the iterations into chunks (a loop over full-width chunks, then power-of-two tail chunks; a
-one-lane tail is plain scalar code) · ``ChunkEmitter`` emits the body once per chunk:
-statements (``_STMT``) and expressions (``_EXPR``) that depend on the vector variable become
-vectors, the rest stays scalar (``uniform``) and is splatted where it meets a vector.
+Map: ``emit_vectorized`` splits the iterations into chunks (a loop over full-width chunks, then
+power-of-two tail chunks; a one-lane tail is plain scalar code) · ``ChunkEmitter`` emits the
+body once per chunk: statements (``_STMT``) and expressions (``_EXPR``) that depend on the
+vector variable become vectors, the rest stays scalar (``uniform``) and is splatted where it
+meets a vector.
 
 Memory: an offset ``1*var + rest`` is a contiguous vector load/store, ``0*var + rest`` a scalar
 load (splatted), anything else a gather/scatter. Conditions on the vector variable become lane
@@ -12,11 +12,10 @@ masks (``mask``, AND-ed when nested): loads under a mask are masked loads/gather
 stores/scatters, so an inactive lane never touches memory (this is how padding and guards of
 imperfect splits stay in bounds). Uniform conditions become real branches.
 
-Falls back to a serial loop (which LLVM's own loop vectorizer may still vectorize) when the
-body holds a ``For`` or an ``Allocate``; when a store's offset does not depend on the variable
-or not linearly (lanes could write one element, whose serial order a vector store loses); and
-when a buffer written in the body is also read or written at another offset (a dependence
-between iterations that running lanes together would break).
+Falls back to a serial loop (which LLVM's own loop vectorizer may still vectorize) where
+``metasched.ir.vectorizable.vector_fallback_reason`` says why it must: the body holds a loop or
+an allocation, lanes could store to one element, or iterations depend on each other. The
+schedule verifier asks the same predicate, so it rejects exactly the loops that fall back.
 """
 from __future__ import annotations
 
@@ -26,40 +25,20 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional
 from llvmlite import ir
 
 from metasched.codegen import ops
-from metasched.codegen.access import flat_index, linear_in, stmt_exprs, stmt_loads, sub_stmts
 from metasched.codegen.llvmutil import (
     ELEMENT_BYTES, I1, I32, PTR, VOID, branch_value, const, for_range, i64, i64_vector, lane_ids,
     lanes_of, llvm_type, splat,
 )
+from metasched.ir.access import flat_index, linear_in, stmt_exprs
 from metasched.ir.analysis import free_vars, loads, substitute, walk
 from metasched.ir.expr import BinOp, Call, Cast, Expr, IntImm, Load, Neg, Not, Select, Var
-from metasched.ir.stmt import Allocate, For, IfThenElse, Seq, Stmt, Store
+from metasched.ir.stmt import For, IfThenElse, Seq, Stmt, Store
+from metasched.ir.vectorizable import vector_fallback_reason
 
 if TYPE_CHECKING:
     from metasched.codegen.emit import FunctionEmitter
 
 MAX_LANES = {"float32": 16, "float64": 8}
-
-
-def fallback_reason(fe: FunctionEmitter, loop: For) -> Optional[str]:
-    """Why ``loop`` must run as a serial loop, or None when it can be vectorized."""
-    stored: dict[str, tuple[int, Expr]] = {}
-    for node in sub_stmts(loop.body):
-        if isinstance(node, (For, Allocate)):
-            return "the body contains a loop or an allocation"
-        if not isinstance(node, Store):
-            continue
-        form = linear_in(flat_index(fe.buffer(node.buffer)[0], node.indices), loop.var)
-        if form is None or form[0] == 0:
-            return f"lanes may store to one element of {node.buffer}"
-        if stored.setdefault(node.buffer, form) != form:
-            return f"{node.buffer} is stored at two different offsets"
-    for load in stmt_loads(loop.body):
-        if load.buffer in stored:
-            form = linear_in(flat_index(fe.buffer(load.buffer)[0], load.indices), loop.var)
-            if form != stored[load.buffer]:
-                return f"{load.buffer} is read at another offset than it is written"
-    return None
 
 
 def lane_limit(loop: For) -> int:
@@ -70,7 +49,7 @@ def lane_limit(loop: For) -> int:
 
 def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
     """Emit ``loop`` (kind VECTORIZED) at ``fe``'s builder."""
-    if fallback_reason(fe, loop) is not None:
+    if vector_fallback_reason(loop, lambda name: fe.buffer(name)[0]) is not None:
         fe.serial_loop(loop)
         return
     width = lane_limit(loop)
