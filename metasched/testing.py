@@ -8,7 +8,8 @@
         assert_equivalent(sch)
 
 ``schedules`` draws random sequences of every primitive (sampling included) on random blocks
-and loops. A drawn step that breaks a precondition raises ``ScheduleError``, which changes
+and loops; ``samples(space, workload)`` draws programs from a search space (a rule or
+postprocessor you wrote, composed into ``metasched.space.cpu_default()`` or your own list). A drawn step that breaks a precondition raises ``ScheduleError``, which changes
 nothing; the strategy skips that step and draws the next one, so every drawn schedule is legal. ``assert_equivalent`` compiles a
 schedule and compares its outputs on random inputs with the numpy reference under the tolerance
 rule of ``metasched.lang.tolerance``.
@@ -19,8 +20,10 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+import numpy as np
+
 try:
-    from hypothesis import strategies as st
+    from hypothesis import reject, strategies as st
 except ModuleNotFoundError as missing:  # an optional dependency: say how to get it
     raise ModuleNotFoundError(
         "metasched.testing needs hypothesis, which a plain `pip install metasched` does not bring: "
@@ -32,6 +35,7 @@ from metasched.codegen import CodegenOptions
 from metasched.errors import ScheduleError
 from metasched.lang import Workload, assert_outputs_close
 from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
+from metasched.space import SpaceGenerator
 
 # Unrolling copies a body once per iteration: the strategy unrolls only short loops so that
 # nested unrolls stay small enough to compile quickly.
@@ -144,6 +148,21 @@ def schedules(draw: Callable, workload: Workload, max_steps: int = 8) -> Schedul
         except ScheduleError:
             continue  # an illegal step changes nothing; the schedule stays valid
     return sch
+
+
+@st.composite
+def samples(draw: Callable, space: SpaceGenerator, workload: Workload, max_attempts: int = 20) -> Schedule:
+    """A random program of ``space`` for ``workload`` that its postprocessors accept: a drawn
+    seed, then the next draws of its stream until one passes (the example is rejected after
+    ``max_attempts``, so a space that rejects nearly everything shows as a health-check
+    failure, not a pass). Anything ``sample`` raises but ``ScheduleError`` fails the test."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    for _ in range(max_attempts):
+        try:
+            return space.sample(workload, rng)
+        except ScheduleError:
+            continue
+    reject()
 
 
 POISONED = CodegenOptions(poison=True)
