@@ -12,6 +12,7 @@ import dataclasses
 
 from metasched.schedule import BlockRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo
+from metasched.space.add_rfactor import RANDOM_COMPUTE_PRODUCER
 from metasched.space.base import ScheduleRule
 from metasched.space.multi_level_tiling import TILING_STRUCTURE
 
@@ -19,14 +20,26 @@ from metasched.space.multi_level_tiling import TILING_STRUCTURE
 @dataclasses.dataclass
 class RandomComputeLocation(ScheduleRule):
     """``compute_at`` a block at a sampled location: inline (where legal), the root, or a loop
-    of its only consumer."""
+    of its only consumer. As in MetaSchedule, a block that ``AddRFactor`` factorised (annotated
+    ``meta_schedule.random_compute_producer``) then has the location of its partial block
+    sampled too, and loses the annotation."""
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
-        if not has_free_location(analysis.block(sch, block)):
+        info = analysis.block(sch, block)
+        if not has_free_location(info):
             return [sch]
-        location = sch.sample_compute_location(block)
-        sch.compute_at(block, location)
+        if RANDOM_COMPUTE_PRODUCER in info.annotations:
+            sch.unannotate(block, RANDOM_COMPUTE_PRODUCER)
+        _compute_at_sampled(sch, block)
+        for name in info.producers if RANDOM_COMPUTE_PRODUCER in info.annotations else ():
+            producer = sch.get_block(name)
+            if has_free_location(analysis.block(sch, producer)):
+                _compute_at_sampled(sch, producer)
         return [sch]
+
+
+def _compute_at_sampled(sch: Schedule, block: BlockRV) -> None:
+    sch.compute_at(block, sch.sample_compute_location(block))
 
 
 def has_free_location(info: BlockInfo) -> bool:
