@@ -8,7 +8,7 @@ Root stages run one after another in stage order. For each stage:
    where that cannot be proven;
 3. build the loop nest of the leaves around the stage's store, each guard placed right inside
    the innermost loop it reads, and the stages attached at each loop placed in that loop's body
-   (producers before the rest of the body, consumers after it);
+   (producers before the rest of the body, consumers after it; inside the loop's guards);
 4. for a reduction, place the initialisation where TVM's ``decompose_reduction`` would: just
    before the outermost reduction loop, in a nest of the spatial loops that lie inside it.
 
@@ -20,11 +20,12 @@ from __future__ import annotations
 from math import prod
 from typing import Optional
 
+from metasched.ir.access import from_terms, index_terms
 from metasched.ir.analysis import Affine, as_affine, free_vars, from_affine, int_bounds, simplify, substitute, transform
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var
 from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
-from metasched.lower.bounds import Span, region
+from metasched.lower.bounds import Span, axis_indices, loop_reach, region
 from metasched.lower.state import IterVar, ScheduleState, Split, StageState
 
 _COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
@@ -57,10 +58,8 @@ def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[It
     attach = consumers[0].attach
     if attach is None or not attach.after or attach.target is not stage:
         return None
-    glob, _, _ = stage_axes(stage, {})
-    position = stage.leaves.index(attach.loop)
-    inner = {lv.name: lv.extent for lv in stage.leaves[position + 1:]}
-    return attach.loop, region([glob], inner, stage.statement.shape)
+    spatial, _ = axis_indices(stage)
+    return attach.loop, region([spatial], loop_reach(stage, attach.loop), stage.statement.shape)
 
 
 def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bool]]]:
@@ -132,11 +131,17 @@ def _shift_compacted(expr: Expr, shifts: dict[str, list[Expr]]) -> Expr:
     def fix(e: Expr) -> Optional[Expr]:
         if isinstance(e, Load):
             starts = shifts.get(e.buffer)
-            idx = e.indices if starts is None else tuple(i - s for i, s in zip(e.indices, starts))
+            idx = e.indices if starts is None else tuple(_minus(i, s) for i, s in zip(e.indices, starts))
             return Load(e.buffer, tuple(simplify(i) for i in idx), e.dtype_)
         return None
 
     return transform(expr, fix)
+
+
+def _minus(index: Expr, start: Expr) -> Expr:
+    """``index - start`` with the terms they share cancelled (a start may read fused loops:
+    ``f // 8 * 256 + i_1 * 128`` off ``f // 8 * 256 + i_1 * 128 + ax0`` leaves ``ax0``)."""
+    return simplify(from_terms(index_terms(index - start)))
 
 
 def _all(conds: list[Expr]) -> Expr:
@@ -205,7 +210,7 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
     own = own_compaction(state, stage)
     own_shift: dict[str, list[Expr]] = {}
     if own is not None:
-        index = [i - start for i, (start, _) in zip(glob, own[1])]
+        index = [_minus(i, start) for i, (start, _) in zip(glob, own[1])]
         own_shift = {st.name: [start for start, _ in own[1]]}
     store_index = tuple(simplify(i) for i in index)
 
@@ -228,7 +233,10 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
     def loops(lo: int, hi: int, inner: Stmt, placed: dict[int, list[Expr]]) -> Stmt:
         for k in reversed(range(lo, hi)):
             lv = leaves[k]
-            inner = For(lv.name, lv.extent, lv.kind, around(k, _guarded(inner, placed.get(k))),
+            # The guards of loop ``k`` read no loop inside it: where they fail, the stages
+            # computed at ``k`` have nothing to do either (a consumer would read elements that
+            # no iteration of ``k`` wrote: those of the next iteration of an outer loop).
+            inner = For(lv.name, lv.extent, lv.kind, _guarded(around(k, inner), placed.get(k)),
                         tuple(sorted(lv.annotations.items())))
         return inner
 

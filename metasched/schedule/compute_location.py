@@ -16,8 +16,7 @@ from metasched.errors import ScheduleError
 from metasched.ir.analysis import substitute, transform, walk
 from metasched.ir.expr import Expr, IntImm, Load, Var
 from metasched.lower import Attach, IterVar, ScheduleState, StageState
-from metasched.lower.bounds import region
-from metasched.lower.lower import stage_axes
+from metasched.lower.bounds import axis_indices, loop_reach, region
 
 
 def _no_attached(state: ScheduleState, stage: StageState, primitive: str) -> None:
@@ -128,14 +127,12 @@ def compute_at(state: ScheduleState, stage: StageState, target: StageState, loop
         raise ScheduleError(f"{primitive}: block {stage.name} must have {target.name} as its only consumer "
                             f"(its consumers: {names})")
     _no_attached(state, stage, primitive)
-    position = target.leaves.index(loop)
-    inner = {lv.name: lv.extent for lv in target.leaves[position + 1:]}
-    glob, _, reduce = stage_axes(target, {})
+    spatial, reduce = axis_indices(target)
     tst = target.statement
-    mapping = dict(zip([a.name for a in tst.axes], glob))
+    mapping = dict(zip([a.name for a in tst.axes], spatial))
     mapping.update(zip([a.name for a in tst.reduce_axes], reduce))
     accesses = [[substitute(i, mapping) for i in load.indices] for load in _loads_of(tst.body, stage.buffer)]
-    spans = region(accesses, inner, stage.statement.shape)
+    spans = region(accesses, loop_reach(target, loop), stage.statement.shape)
     regenerate_loops(state, stage, [extent for _, extent in spans], primitive)
     stage.attach = Attach(target, loop, False, tuple(start for start, _ in spans),
                           compact=not stage.statement.is_output)
@@ -174,13 +171,14 @@ def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageSta
                 raise ScheduleError(f"{primitive}: block {stage.name} must read {tst.name} with its own "
                                     f"spatial variables, one per dimension (it reads {load})")
             axis_of_dim[d] = index.name
-    glob, _, _ = stage_axes(target, {})
-    inner = {lv.name: lv.extent for lv in target.leaves[position + 1:]}
-    spans = region([glob], inner, tst.shape, exact=True)
+    spatial, _ = axis_indices(target)  # at the root: its axes run over the whole tensor
+    spans = region([spatial], loop_reach(target, loop), tst.shape, exact=True)
     if spans is None:
-        raise ScheduleError(f"{primitive}: cannot tell which part of {tst.name} one iteration of loop "
-                            f"{loop.name} completes (its loops inside are fused); reverse_compute_at first, "
-                            f"then fuse")
+        raise ScheduleError(f"{primitive}: the elements of {tst.name} that one iteration of loop {loop.name} "
+                            f"completes are not one box that {stage.name} could copy: the loops inside it "
+                            f"skip elements (a reorder across split parts, an imperfect split cut short in "
+                            f"some iterations only, a fused loop partly outside); reverse_compute_at at "
+                            f"another loop, or first, then split, reorder or fuse")
     starts: list[Expr] = [IntImm(0)] * len(names)
     extents = list(st.shape)
     for d, name in axis_of_dim.items():

@@ -357,11 +357,18 @@ def test_reverse_compute_at_needs_the_exact_region_an_iteration_completes():
     sch = Schedule(workloads.get("matmul_relu", M=8, N=8, K=4))
     c = sch.get_block("C")
     i, j, k = sch.get_loops(c)
-    i0, i1 = sch.split(i, [2, 4])
-    sch.fuse(i1, j)  # C's index inside i_0 is now (f // 8, f % 8): not affine
+    j0, j1 = sch.split(j, [2, 4])
+    sch.reorder(j1, j0)  # one iteration of j_1 writes columns j_1 and j_1 + 4: not one box
     d = sch.get_block("D")
-    with pytest.raises(ScheduleError, match="cannot tell which part of C"):
-        sch.reverse_compute_at(d, i0)
+    with pytest.raises(ScheduleError, match="that one iteration of loop j_1 completes are not one box"):
+        sch.reverse_compute_at(d, j1)
+    fused = Schedule(workloads.get("matmul_relu", M=8, N=8, K=4))
+    c = fused.get_block("C")
+    i, j, k = fused.get_loops(c)
+    i0, i1 = fused.split(i, [2, 4])
+    fused.fuse(i1, j)  # (f // 8, f % 8) with f over all its values inside i_0: a 4 x 8 box
+    fused.reverse_compute_at(fused.get_block("D"), i0)
+    assert_equivalent(fused)
     other = Schedule(workloads.get("matmul_relu", M=8, N=8, K=4))
     c = other.get_block("C")
     i, j, k = other.get_loops(c)
