@@ -3,33 +3,43 @@ and reject the programs the code generator cannot make correct or fast enough to
 measurement.
 
 Map of this file:
-* ``RewriteParallelVectorizeUnroll``: the limits each block asks for (``_block_limits``), then per
-  block the vector run (``_vector_run``), the parallel prefix (``_parallel_count``), MetaSchedule's
-  fuse-split form for a block that vectorizes whole, and the unroll chain (``_unroll``);
+* ``RewriteParallelVectorizeUnroll``: the limits each block asks for (``_block_limits``); the
+  parallel loops that do not depend on a vector run (``_parallel_first``); the accesses of
+  each block in the program lowered then (``_accesses``, ``_Offset``); per block the vector
+  run (``_vector_run``) and the parallel prefix (``_parallel_count``) or MetaSchedule's
+  fuse-split form; last the unroll chains (``_unroll``) that keep the unrolled work within
+  the verifier's limit. ``_Loops`` follows a block's loops as the rewrite changes them.
 * ``VerifyKernel`` and its three checks of the lowered program, usable on any ``PrimFunc``:
-  ``unrolled_work``, ``vector_fallback``, ``parallel_race`` (with the digit reasoning that proves
-  an access belongs to one iteration of a parallel loop);
-* walking a loop program with the buffers in scope (``_walk``).
+  ``unrolled_work`` (``loop_program.UnrolledWork``, which the rewrite asks too),
+  ``vector_fallback``, ``parallel_race`` (with the digit reasoning that proves an access
+  belongs to one iteration of a parallel loop).
+
+A sample is lowered once where it can be (twice when its vector runs fuse loops, or a block
+whose parallel loop depends on its vector run fuses some), and the verifier reads that program
+with the kinds of the loops changed since (``loop_program.lowered``).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
-from metasched.errors import ScheduleError
-from metasched.ir.access import flat_index, from_terms, index_terms, linear_in
-from metasched.ir.analysis import Interval, free_vars, int_bounds, loads, walk
-from metasched.ir.expr import BinOp, Expr, IntImm, Var
-from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
-from metasched.ir.vectorizable import vector_fallback_reason
-from metasched.schedule import BlockRV, Schedule, analysis
+from metasched.errors import CodegenError, ScheduleError
+from metasched.ir.access import Terms, index_terms
+from metasched.ir.analysis import Interval, free_vars, int_bounds
+from metasched.ir.expr import INDEX, BinOp, Expr, IntImm, Var
+from metasched.ir.stmt import Allocate, Buffer, For, ForKind, PrimFunc, Store
+from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo, LoopInfo
 from metasched.space.base import Postproc
+from metasched.space.loop_program import (MAX_UNROLLED_WORK, Lowered, Scope, UnrolledWork, exprs, loads_in, lowered,
+                                          params, remember, unrolled_work, walk)
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE
 
 KEYS = (PARALLEL, VECTORIZE, UNROLL_EXPLICIT, UNROLL_IMPLICIT)
-Scope = Mapping[str, Buffer]
+__all__ = ["KEYS", "RewriteParallelVectorizeUnroll", "VerifyKernel", "parallel_race", "unrolled_work",
+           "vector_fallback"]
 
 
 # -- RewriteParallelVectorizeUnroll -----------------------------------------------------------
@@ -47,7 +57,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
     """Turns the annotations ``meta_schedule.parallel`` (the most parallel iterations worth
     making), ``meta_schedule.vectorize`` (the longest loop worth vectorizing) and
     ``meta_schedule.unroll_explicit`` / ``unroll_implicit`` (the sampled unroll depth) into loop
-    kinds, as MetaSchedule's ``rewrite_parallel_vectorize_unroll.cc`` does, then removes them.
+    kinds, as MetaSchedule's ``rewrite_parallel_vectorize_unroll.cc`` does, and removes them.
 
     A block without the annotations takes those of its nearest annotated consumer (the
     blocks rules made: caches, rfactor's partial blocks), and a block computed at another
@@ -66,26 +76,113 @@ class RewriteParallelVectorizeUnroll(Postproc):
       extents multiply past ``vectorize``, takes MetaSchedule's other form instead: all its
       loops fused, split by ``vectorize``, the outer part parallel and the inner vectorized.
     * unroll (reduction blocks only: as in MetaSchedule, a spatial block gains nothing from
-      it): from the innermost loop outward, passing over the vectorized one, each serial loop
-      while the product of the unrolled extents stays within the depth; the chain stops at a
-      loop that holds another block.
+      it), once every block has its parallel and vector loops: from the innermost loop
+      outward, passing over the vectorized one, each serial loop while the product of the
+      unrolled extents stays within the depth and the program's unrolled work
+      (``loop_program.UnrolledWork``, the estimate ``VerifyKernel`` limits) within
+      ``max_unrolled_work``; the chain stops at a loop that holds another block or would
+      take either past its limit. So the rewrite unrolls up to the sampled depth but never
+      into code too big to compile quickly: with the same limit, ``VerifyKernel`` never
+      rejects a program for its size because of this rewrite.
 
-    Every primitive is checked against the schedule's facts before it is issued, so the
-    rewrite itself never fails on a program the rules made."""
+    ``max_unrolled_work``: ``loop_program.MAX_UNROLLED_WORK``, the verifier's default, unless
+    changed (keep the two equal). Every primitive is checked against the schedule's facts
+    before it is issued, so the rewrite itself never fails on a program the rules made."""
+
+    max_unrolled_work: int = MAX_UNROLLED_WORK
 
     def apply(self, sch: Schedule) -> bool:
         blocks = {name: sch.get_block(name) for name in analysis.blocks(sch)}
         infos = {name: analysis.block(sch, rv) for name, rv in blocks.items()}
         limits = _block_limits(infos)
-        if limits:
-            accesses = _accesses(sch.lower())
-            for name, limit in limits.items():
-                _rewrite_block(sch, blocks[name], limit, accesses.get(infos[name].buffer, _NO_ACCESSES))
+        # Read, the annotations go first: the programs lowered below are then the final
+        # state's but for the loops the rewrite changes.
         for name, rv in blocks.items():
             for key in KEYS:
                 if key in infos[name].annotations:
                     sch.unannotate(rv, key)
+        if not limits:
+            return True
+        # A block's loops as the rewrite changes them (the rewrite of one block changes no
+        # other block's loops, nor where a block is computed).
+        loops = {name: _Loops(sch, blocks[name], infos[name].loops) for name in limits}
+        # The program is lowered once where it can be: the parallel loops that do not depend
+        # on the vector run are made first, the vector runs read from the program lowered
+        # then, and it is lowered again only where they fuse loops.
+        deferred = set()
+        for name, limit in limits.items():
+            count = _parallel_first(infos[name], limit)
+            if count is None:
+                deferred.add(name)
+            elif count:
+                loops[name].parallelize(count)
+        program = Lowered(sch.lower())
+        accesses = _accesses(program.func)
+        kinds: dict[str, ForKind] = {}  # loops whose kind alone changed since the lowering
+        fused = False
+        for name, limit in limits.items():
+            fused |= _parallelize_vectorize(infos[name], loops[name], limit, accesses.get(infos[name].buffer),
+                                            program, kinds, parallel=name in deferred)
+        if fused:
+            program, kinds = Lowered(sch.lower()), {}
+        unrolling = [(loops[name], limit.max_unroll) for name, limit in limits.items()
+                     if infos[name].is_reduction and limit.max_unroll > 0]
+        if unrolling:
+            work = program.unrolled_work().with_kinds(kinds)
+            kinds.update(dict.fromkeys(_unroll(unrolling, work, self.max_unrolled_work), ForKind.UNROLLED))
+        remember(sch, program.changed(kinds))
         return True
+
+
+class _Loops:
+    """A block's own loops, outermost first, as the rewrite fuses them and changes their kinds:
+    ``infos`` (what ``analysis`` says of them) and ``handles`` (asked for once)."""
+
+    def __init__(self, sch: Schedule, block: BlockRV, infos: Sequence[LoopInfo]) -> None:
+        self.sch, self.block, self.infos = sch, block, list(infos)
+        self._handles: Optional[list[LoopRV]] = None
+
+    @property
+    def handles(self) -> list[LoopRV]:
+        if self._handles is None:
+            self._handles = self.sch.get_loops(self.block)[-len(self.infos):]
+        return self._handles
+
+    def _fused(self, start: int, stop: int) -> LoopRV:
+        """Loops ``start`` to ``stop`` as one loop (fused if more than one)."""
+        handles = self.handles
+        loop = self.sch.fuse(*handles[start:stop]) if stop - start > 1 else handles[start]
+        handles[start:stop] = [loop]
+        return loop
+
+    def _update(self, start: int, stop: int, loops: Sequence[LoopRV]) -> None:
+        self.infos[start:stop] = [analysis.loop(self.sch, loop) for loop in loops]
+
+    def parallelize(self, count: int) -> None:
+        """Fuse the outer ``count`` loops into one parallel loop."""
+        loop = self._fused(0, count)
+        self.sch.parallel(loop)
+        self._update(0, count, [loop])
+
+    def vectorize(self, run: int) -> None:
+        """Fuse the inner ``run`` loops into one vectorized loop."""
+        start = len(self.infos) - run
+        loop = self._fused(start, len(self.infos))
+        self.sch.vectorize(loop)
+        self._update(start, len(self.infos), [loop])
+
+    def fuse_split(self, factor: int) -> None:
+        """MetaSchedule's fuse-split form: every loop fused, split by ``factor``, the outer part
+        parallel and the inner vectorized."""
+        outer, inner = self.sch.split(self._fused(0, len(self.infos)), [None, factor])
+        self.sch.parallel(outer)
+        self.sch.vectorize(inner)
+        self.handles[:] = [outer, inner]
+        self._update(0, len(self.infos), [outer, inner])
+
+    def unroll(self, position: int) -> None:
+        self.sch.unroll(self.handles[position])
+        self.infos[position] = dataclasses.replace(self.infos[position], kind=ForKind.UNROLLED.value)
 
 
 def _own_limits(info: BlockInfo) -> Optional[_Limits]:
@@ -123,62 +220,164 @@ def _block_limits(infos: Mapping[str, BlockInfo]) -> dict[str, _Limits]:
     return {name: limit for name, limit in resolved.items() if limit is not None}
 
 
-@dataclasses.dataclass(frozen=True)
+class _Offset:
+    """The flat element offset of ``buffer[indices]``, asked for its coefficient in several
+    loops. Where a loop variable enters every index only through sums and products with
+    integer literals, the coefficient is read off the indices (``_slope``); otherwise it is
+    that of the offset's linear combination of atoms (``index_terms``, worked out once),
+    which also sees through the ``//`` and ``%`` pairs that flattening a fused loop makes."""
+
+    def __init__(self, buffer: Buffer, indices: tuple[Expr, ...]) -> None:
+        self.buffer, self.indices = buffer, indices
+        self._coefficients: dict[str, Optional[int]] = {}
+        self._terms: Optional[tuple[Terms, frozenset[str]]] = None
+
+    def coefficient(self, var: str) -> Optional[int]:
+        """``linear_in(offset, var)[0]``: the coefficient of ``var``, None where it enters
+        non-linearly."""
+        if var not in self._coefficients:
+            slopes = [_slope(index, var) for index in self.indices]
+            if None in slopes:
+                terms, nonlinear = self._atoms()
+                found = None if var in nonlinear else terms.get(Var(var), 0)
+            else:
+                found = sum(slope * stride for slope, stride in zip(slopes, self.buffer.strides))
+            self._coefficients[var] = found
+        return self._coefficients[var]
+
+    def _atoms(self) -> tuple[Terms, frozenset[str]]:
+        """The offset's terms, and the variables inside its atoms that are not variables."""
+        if self._terms is None:
+            terms = flat_terms(self.buffer, self.indices)
+            inside = [free_vars(atom) for atom in terms if atom is not None and not isinstance(atom, Var)]
+            self._terms = terms, frozenset().union(*inside)
+        return self._terms
+
+
+def _slope(index: Expr, var: str) -> Optional[int]:
+    """The coefficient of ``var`` in ``index`` when it enters only through ``+``, ``-`` and
+    products with an integer literal (0 when it does not enter), else None. Then it is the
+    coefficient ``index_terms`` finds: no atom of those holds ``var``."""
+    kind = type(index)
+    if kind is Var:
+        return 1 if index.name == var else 0
+    if kind is IntImm:
+        return 0
+    if kind is BinOp and index.dtype_ == INDEX:
+        if index.op in ("+", "-"):
+            a, b = _slope(index.a, var), _slope(index.b, var)
+            return None if a is None or b is None else a + b if index.op == "+" else a - b
+        if index.op == "*" and (type(index.a) is IntImm or type(index.b) is IntImm):
+            literal, other = (index.a, index.b) if type(index.a) is IntImm else (index.b, index.a)
+            slope = _slope(other, var)
+            return None if slope is None else slope * literal.value
+    return None if var in free_vars(index) else 0
+
+
 class _Accesses:
     """Where a block's statement touches memory in the lowered program, as flat element
-    offsets: its stores (the update and, for a reduction, the initialisation) and the reads of
-    its stored value; ``loops`` are the ``For`` nodes of each loop name (a reduction's
-    initialisation repeats spatial loops)."""
+    offsets (worked out when first asked for): its stores (the update and, for a reduction,
+    the initialisation) and the reads in their values; ``loops`` are the ``For`` nodes of
+    each loop name around its stores (a reduction's initialisation repeats spatial loops)."""
 
-    stores: tuple[Expr, ...] = ()
-    reads: tuple[Expr, ...] = ()
-    loops: Mapping[str, tuple[tuple[For, Scope], ...]] = dataclasses.field(default_factory=dict)
+    def __init__(self, offsets: dict[tuple[int, int], _Offset]) -> None:
+        # Each distinct access, by the identity of its tuple of indices: lowering gives a
+        # block's stores and the read of its own value one tuple, and the program keeps it.
+        self._stores: dict[tuple[int, int], tuple[Buffer, tuple[Expr, ...]]] = {}
+        self._reads: dict[tuple[int, int], tuple[Buffer, tuple[Expr, ...]]] = {}
+        self._offsets = offsets  # shared by the blocks of one program
+        self.loops: dict[str, dict[int, tuple[For, Scope]]] = {}
 
+    def _offset(self, key: tuple[int, int], buffer: Buffer, indices: tuple[Expr, ...]) -> _Offset:
+        if key not in self._offsets:
+            self._offsets[key] = _Offset(buffer, indices)
+        return self._offsets[key]
 
-_NO_ACCESSES = _Accesses()
+    @functools.cached_property
+    def stores(self) -> tuple[_Offset, ...]:
+        return tuple(self._offset(key, *access) for key, access in self._stores.items())
+
+    @functools.cached_property
+    def reads(self) -> tuple[_Offset, ...]:
+        return tuple(self._offset(key, *access) for key, access in self._reads.items())
+
+    def innermost(self, var: str) -> Sequence[tuple[For, Scope]]:
+        return tuple(self.loops.get(var, {}).values())
 
 
 def _accesses(func: PrimFunc) -> dict[str, _Accesses]:
     """The accesses of every block, by the buffer it stores to."""
-    stores: dict[str, list[Expr]] = {}
-    reads: dict[str, list[Expr]] = {}
-    loops: dict[str, dict[str, list[tuple[For, Scope]]]] = {}
-    for stmt, scope, around in _walk(func.body, _params(func)):
+    found: dict[str, _Accesses] = {}
+    offsets: dict[tuple[int, int], _Offset] = {}
+    for stmt, scope, around in walk(func.body, params(func)):
         if not isinstance(stmt, Store):
             continue
-        stores.setdefault(stmt.buffer, []).append(flat_index(scope[stmt.buffer], stmt.indices))
-        reads.setdefault(stmt.buffer, []).extend(
-            flat_index(scope[ld.buffer], ld.indices) for ld in loads(stmt.value))
+        block = found.get(stmt.buffer)
+        if block is None:
+            block = found[stmt.buffer] = _Accesses(offsets)
+        buffer = scope[stmt.buffer]
+        block._stores[id(buffer), id(stmt.indices)] = (buffer, stmt.indices)
+        for ld in loads_in(stmt.value):
+            buffer = scope[ld.buffer]
+            block._reads[id(buffer), id(ld.indices)] = (buffer, ld.indices)
         for loop, loop_scope in around:
-            loops.setdefault(stmt.buffer, {}).setdefault(loop.var, []).append((loop, loop_scope))
-    return {buffer: _Accesses(tuple(offsets), tuple(reads[buffer]),
-                              {var: tuple(found) for var, found in loops.get(buffer, {}).items()})
-            for buffer, offsets in stores.items()}
+            block.loops.setdefault(loop.var, {})[id(loop)] = (loop, loop_scope)
+    return found
 
 
-def _rewrite_block(sch: Schedule, block: BlockRV, limits: _Limits, accesses: _Accesses) -> None:
-    """Parallel, vector and unrolled loops for one block (see the class's docstring)."""
-    info = analysis.block(sch, block)
+def _parallel_first(info: BlockInfo, limits: _Limits) -> Optional[int]:
+    """How many outer loops of the block to fuse into its parallel loop, when that does not
+    depend on its vector run (None when it does). The run is at most the innermost
+    rewritable loops whose extents multiply to at most ``vectorize``; if the parallel prefix
+    is the same whatever run that leaves, and the fuse-split form cannot apply (some loop
+    is not rewritable), the prefix is known before the program is read."""
     loops = info.loops
-    if not loops:
-        return
-    handles = sch.get_loops(block)[-len(loops):]
-    at_root = info.attached_to is None
-    if at_root and limits.max_parallel > 0 and _fuses_whole(loops, accesses, limits.max_vectorize):
-        fused = sch.fuse(*handles) if len(handles) > 1 else handles[0]
-        outer, inner = sch.split(fused, [None, limits.max_vectorize])
-        sch.parallel(outer)
-        sch.vectorize(inner)
-    else:
-        run = _vector_run(loops, accesses, limits.max_vectorize)
-        count = _parallel_count(loops[:len(loops) - run], limits.max_parallel) if at_root else 0
-        if count:
-            sch.parallel(sch.fuse(*handles[:count]) if count > 1 else handles[0])
-        if run:
-            tail = handles[len(handles) - run:]
-            sch.vectorize(sch.fuse(*tail) if run > 1 else tail[0])
-    if info.is_reduction and limits.max_unroll > 0:
-        _unroll(sch, block, limits.max_unroll)
+    if info.attached_to is not None or limits.max_parallel <= 0 or not loops:
+        return 0
+    rewritable = 0
+    while rewritable < len(loops) and _rewritable(loops[-1 - rewritable]):
+        rewritable += 1
+    if rewritable == len(loops) and _fuses_whole(loops, rewritable, limits.max_vectorize):
+        return None
+    longest = 0
+    while longest < rewritable and math.prod(lp.extent for lp in loops[-1 - longest:]) <= limits.max_vectorize:
+        longest += 1
+    counts = {_parallel_count(loops[:len(loops) - run], limits.max_parallel) for run in range(longest + 1)}
+    return counts.pop() if len(counts) == 1 else None
+
+
+def _parallelize_vectorize(info: BlockInfo, loops: _Loops, limits: _Limits, accesses: Optional[_Accesses],
+                           program: Lowered, kinds: dict[str, ForKind], parallel: bool) -> bool:
+    """The vector loop of one block and, with ``parallel``, its parallel loop (see the class's
+    docstring); whether it fused loops (else ``kinds`` gains the loops whose kind changed)."""
+    if not loops.infos or accesses is None:
+        return _parallel_alone(info, loops, limits, kinds) if parallel else False
+    contiguous = _contiguous_loops(loops.infos, accesses)
+    if parallel and info.attached_to is None and limits.max_parallel > 0 and \
+            _fuses_whole(loops.infos, contiguous, limits.max_vectorize) and _vectorizes(loops.infos, accesses, program):
+        loops.fuse_split(limits.max_vectorize)
+        return True
+    run = _vector_run(loops.infos, accesses, contiguous, limits.max_vectorize)
+    if run and not _vectorizes(loops.infos, accesses, program):
+        run = 0
+    fused = run > 1
+    if parallel:
+        fused |= _parallel_alone(info, loops, limits, kinds, run)
+    if run:
+        kinds[loops.infos[-1].name] = ForKind.VECTORIZED
+        loops.vectorize(run)
+    return fused
+
+
+def _parallel_alone(info: BlockInfo, loops: _Loops, limits: _Limits, kinds: dict[str, ForKind], run: int = 0) -> bool:
+    """The parallel prefix of the loops outside the vector run; whether it fused loops."""
+    if info.attached_to is not None:
+        return False
+    count = _parallel_count(loops.infos[:len(loops.infos) - run], limits.max_parallel)
+    if count:
+        kinds[loops.infos[0].name] = ForKind.PARALLEL
+        loops.parallelize(count)
+    return count > 1
 
 
 def _rewritable(loop: LoopInfo) -> bool:
@@ -187,54 +386,60 @@ def _rewritable(loop: LoopInfo) -> bool:
     return not loop.is_reduction and loop.kind == "serial" and not loop.annotations and not loop.attached
 
 
-def _linear_run(loops: Sequence[LoopInfo], offset: Expr, contiguous: bool) -> int:
-    """How many of the innermost ``loops`` ``offset`` runs through linearly: each loop's
-    coefficient is the next inner one's times that one's extent, so that over the loop their
-    fusion makes the offset is ``c * fused + rest``; with ``contiguous``, ``c`` must be 1."""
+def _linear_run(loops: Sequence[LoopInfo], offset: _Offset, contiguous: bool, most: int) -> int:
+    """How many of the innermost ``loops`` (at most ``most``) ``offset`` runs through linearly:
+    each loop's coefficient is the next inner one's times that one's extent, so that over
+    the loop their fusion makes the offset is ``c * fused + rest``; with ``contiguous``, ``c``
+    must be 1."""
     count, expected = 0, None
     for loop in reversed(loops):
-        form = linear_in(offset, loop.name)
-        if form is None or (expected is None and contiguous and form[0] != 1) or \
-                (expected is not None and form[0] != expected):
+        if count == most:
+            break
+        coefficient = offset.coefficient(loop.name)
+        if coefficient is None or (expected is None and contiguous and coefficient != 1) or \
+                (expected is not None and coefficient != expected):
             break
         count += 1
-        expected = form[0] * loop.extent
+        expected = coefficient * loop.extent
     return count
 
 
 def _contiguous_loops(loops: Sequence[LoopInfo], accesses: _Accesses) -> int:
-    """How many innermost loops are rewritable and run the block's stores contiguously (0
-    when code generation would not vectorize the innermost one: the fused loop's accesses are
-    the innermost one's, scaled)."""
-    innermost = accesses.loops.get(loops[-1].name, ())
-    if not accesses.stores or any(vector_fallback_reason(loop, scope.__getitem__) is not None
-                                  for loop, scope in innermost):
-        return 0
+    """How many innermost loops are rewritable and run the block's stores contiguously."""
     count = 0
     while count < len(loops) and _rewritable(loops[-1 - count]):
         count += 1
+    if not count or not accesses.stores:
+        return 0
     for offset in accesses.stores:
-        count = min(count, _linear_run(loops, offset, contiguous=True))
+        count = _linear_run(loops, offset, contiguous=True, most=count)
     return count
 
 
-def _vector_run(loops: Sequence[LoopInfo], accesses: _Accesses, max_extent: int) -> int:
-    """How many innermost loops to fuse and vectorize (0: none)."""
-    count = _contiguous_loops(loops, accesses)
+def _vectorizes(loops: Sequence[LoopInfo], accesses: _Accesses, program: Lowered) -> bool:
+    """Whether code generation would vectorize the innermost loop (every ``For`` of it): then
+    it vectorizes the fusion of the vector run too, whose accesses are the innermost loop's,
+    scaled. Asked last, of a block about to be vectorized: it is the dearest question."""
+    innermost = accesses.innermost(loops[-1].name)
+    return all(program.vector_fallback_reason(loop, scope) is None for loop, scope in innermost)
+
+
+def _vector_run(loops: Sequence[LoopInfo], accesses: _Accesses, contiguous: int, max_extent: int) -> int:
+    """How many innermost loops to fuse and vectorize (0: none), of the ``contiguous`` ones."""
+    count = contiguous
     for offset in accesses.reads:
-        count = min(count, _linear_run(loops, offset, contiguous=False))
+        count = _linear_run(loops, offset, contiguous=False, most=count)
     while count and math.prod(lp.extent for lp in loops[len(loops) - count:]) > max_extent:
         count -= 1
     return count if math.prod(lp.extent for lp in loops[len(loops) - count:]) > 1 else 0
 
 
-def _fuses_whole(loops: Sequence[LoopInfo], accesses: _Accesses, max_vectorize: int) -> bool:
+def _fuses_whole(loops: Sequence[LoopInfo], contiguous: int, max_vectorize: int) -> bool:
     """MetaSchedule's fuse-split form: every loop runs the stores contiguously, and together
     they are longer than one vector loop should be (so splitting by ``max_vectorize`` leaves
     an outer part to run in parallel). Reads may then be gathers; without this form the
     block would not be vectorized at all."""
-    return max_vectorize > 1 and _contiguous_loops(loops, accesses) == len(loops) and \
-        math.prod(lp.extent for lp in loops) > max_vectorize
+    return max_vectorize > 1 and contiguous == len(loops) and math.prod(lp.extent for lp in loops) > max_vectorize
 
 
 def _parallel_count(loops: Sequence[LoopInfo], max_extent: int) -> int:
@@ -250,19 +455,24 @@ def _parallel_count(loops: Sequence[LoopInfo], max_extent: int) -> int:
     return count if product > 1 and max_extent > 0 else 0
 
 
-def _unroll(sch: Schedule, block: BlockRV, max_step: int) -> None:
-    """Unroll the chain of the block's innermost loops that fits in ``max_step``."""
-    loops = analysis.block(sch, block).loops
-    handles = sch.get_loops(block)[-len(loops):]
-    product = 1
-    for position in reversed(range(len(loops))):
-        loop = loops[position]
-        if position == len(loops) - 1 and loop.kind == "vectorized":
-            continue
-        if loop.kind != "serial" or loop.attached or product * loop.extent > max_step:
-            break
-        product *= loop.extent
-        sch.unroll(handles[position])
+def _unroll(blocks: Sequence[tuple[_Loops, int]], work: UnrolledWork, max_work: int) -> set[str]:
+    """Unroll, for each block with its depth, the chain of its innermost loops that fits in
+    the depth and keeps the program's unrolled work (``work`` of the program as it is now)
+    within ``max_work``; the names of the loops unrolled."""
+    unrolled: set[str] = set()
+    for loops, max_step in blocks:
+        product = 1
+        for position in reversed(range(len(loops.infos))):
+            loop = loops.infos[position]
+            if position == len(loops.infos) - 1 and loop.kind == "vectorized":
+                continue
+            if loop.kind != "serial" or loop.attached or product * loop.extent > max_step or \
+                    work.total(unrolled | {loop.name}) > max_work:
+                break
+            product *= loop.extent
+            unrolled.add(loop.name)
+            loops.unroll(position)
+    return unrolled
 
 
 # -- VerifyKernel -----------------------------------------------------------------------------
@@ -274,24 +484,19 @@ class VerifyKernel(Postproc):
     ``reason(sch)`` gives the reason, or None, without raising. The checks, on the lowered
     program:
 
-    * unrolled work (``unrolled_work``): an estimate of the code LLVM must optimise. O3 time
-      grows with it, roughly a second per 25,000 to 40,000 (see ``max_unrolled_work``);
+    * unrolled work (``unrolled_work``, ``loop_program.UnrolledWork``): an estimate of the code
+      LLVM must optimise, whose O3 time grows with it, roughly a second per 25,000 to 40,000;
+      at most ``max_unrolled_work`` (``loop_program.MAX_UNROLLED_WORK``, measured: builds of up
+      to about 2 s pass, the multi-second tail does not). ``RewriteParallelVectorizeUnroll``
+      unrolls no further than this limit, so this check only guards programs made otherwise;
     * vectorized loops that code generation would run serially (``vector_fallback``: the
       predicate of ``metasched.ir.vectorizable``, the very one code generation asks);
     * races in parallel loops (``parallel_race``).
 
-    ``max_unrolled_work``: the most unrolled work accepted. Measured with ``metasched.build``
-    (O3, llvmlite 0.50, LLVM 22, the 2-core znver4 machine) on 30 programs sampled from
-    ``cpu_default()`` for the built-in workloads, ``unrolled_work`` -> compile seconds:
-    3,000 -> 0.2; 10,000 -> 0.4; 17,000 -> 0.7; 24,000 -> 1.0; 31,000 -> 1.3; 38,000 -> 1.0;
-    41,000 -> 0.6-1.2; 46,000 -> 1.1; 54,000 -> 2.0-2.3; 75,000-80,000 -> 2.5-2.6;
-    89,000 -> 3.3; 96,000 -> 4.4; 113,000-121,000 -> 3.9-4.6; 140,000-153,000 -> 6.0-7.8;
-    251,000-257,000 -> 9.2-10.8; 361,000 -> 11.1 (an outlier: 15,000 -> 1.5, where LLVM
-    unrolled short serial loops itself). 60,000 accepts builds of up to about 2 s and rejects
-    the multi-second tail: 4.2% of samples at the default sizes (their median work is 700),
-    1.7% at small sizes, mostly convolutions whose inlined padding makes a large body."""
+    The program is ``loop_program.lowered(sch)``: lowered here, unless the postprocessor
+    before already holds the program of the schedule's current state."""
 
-    max_unrolled_work: int = 60_000
+    max_unrolled_work: int = MAX_UNROLLED_WORK
 
     def apply(self, sch: Schedule) -> bool:
         reason = self.reason(sch)
@@ -301,41 +506,23 @@ class VerifyKernel(Postproc):
 
     def reason(self, sch: Schedule) -> Optional[str]:
         """Why ``sch`` is rejected, or None when it passes."""
-        func = sch.lower()
-        work = unrolled_work(func)
+        program = lowered(sch)
+        work = program.unrolled_work().total()
         if work > self.max_unrolled_work:
             return (f"its unrolled loops make {work} expression nodes, more than max_unrolled_work="
                     f"{self.max_unrolled_work}: LLVM would take seconds to compile it")
-        return vector_fallback(func) or parallel_race(func)
-
-
-def unrolled_work(func: PrimFunc) -> int:
-    """An estimate of the code LLVM must optimise for ``func``, in expression nodes: every
-    statement's own nodes (a store's indices and value, a condition) times the copies code
-    generation emits of it. An unrolled loop copies its body once per iteration; a vectorized
-    loop once per chunk (a loop over full vectors, then power-of-two tails: counted as the
-    1 bits of its extent, which needs no lane width). Loops LLVM unrolls on its own are not
-    counted."""
-    total = 0
-    for stmt, _, around in _walk(func.body, _params(func)):
-        copies = math.prod(_copies(loop) for loop, _ in around)
-        total += copies * sum(1 for e in _exprs(stmt) for _ in walk(e))
-    return total
-
-
-def _copies(loop: For) -> int:
-    if loop.kind is ForKind.UNROLLED:
-        return loop.extent
-    if loop.kind is ForKind.VECTORIZED:
-        return bin(loop.extent).count("1")
-    return 1
+        return _vector_fallback(program) or parallel_race(program.func)
 
 
 def vector_fallback(func: PrimFunc) -> Optional[str]:
     """Why some vectorized loop of ``func`` would run as a serial loop, or None."""
-    for stmt, scope, _ in _walk(func.body, _params(func)):
+    return _vector_fallback(Lowered(func))
+
+
+def _vector_fallback(program: Lowered) -> Optional[str]:
+    for stmt, scope, _ in walk(program.func.body, params(program.func)):
         if isinstance(stmt, For) and stmt.kind is ForKind.VECTORIZED:
-            reason = vector_fallback_reason(stmt, scope.__getitem__)
+            reason = program.vector_fallback_reason(stmt, scope)
             if reason is not None:
                 return f"vectorized loop {stmt.var} would run serially: {reason}"
     return None
@@ -349,7 +536,7 @@ def parallel_race(func: PrimFunc) -> Optional[str]:
     by every store and load of the body, only at elements that tell which iteration made
     the access (``_owned``). Conditions around accesses are ignored (that only adds
     accesses), and accesses are assumed in bounds, as lowering guarantees."""
-    for stmt, scope, _ in _walk(func.body, _params(func)):
+    for stmt, scope, _ in walk(func.body, params(func)):
         if isinstance(stmt, For) and stmt.kind is ForKind.PARALLEL and stmt.extent > 1:
             reason = _race(stmt, scope)
             if reason is not None:
@@ -362,24 +549,63 @@ _Access = tuple[tuple[Expr, ...], Mapping[str, Interval]]
 
 
 def _race(loop: For, scope: Scope) -> Optional[str]:
-    accesses: dict[str, list[_Access]] = {}
+    # By buffer, the distinct accesses: one tuple of indices (lowering shares one between a
+    # block's stores and the read of its value) under the same loops is one access. Each
+    # entry keeps its indices and loops, so that their identities stay theirs.
+    accesses: dict[str, dict[tuple[int, int], tuple[_Access, object]]] = {}
     written: set[str] = set()
     private: set[str] = set()
-    for stmt, _, around in _walk(loop.body, scope):
-        ranges = {inner.var: (0, inner.extent - 1) for inner, _ in around}
+    for stmt, _, around in walk(loop.body, scope):
         if isinstance(stmt, Allocate):
             private.add(stmt.buffer.name)
+        found = [(ld.buffer, ld.indices) for e in exprs(stmt) for ld in loads_in(e)]
         if isinstance(stmt, Store):
             written.add(stmt.buffer)
-            accesses.setdefault(stmt.buffer, []).append((stmt.indices, ranges))
-        for e in _exprs(stmt):
-            for load in loads(e):
-                accesses.setdefault(load.buffer, []).append((load.indices, ranges))
+            found.append((stmt.buffer, stmt.indices))
+        if found:
+            ranges = {inner.var: (0, inner.extent - 1) for inner, _ in around}
+            for buffer, indices in found:
+                accesses.setdefault(buffer, {}).setdefault((id(indices), id(around)), ((indices, ranges), around))
+    terms = _TermsOf()
     for buffer in sorted(written - private):
-        if not _owned(loop, scope[buffer], accesses[buffer]):
+        if not _owned(loop, scope[buffer], [access for access, _ in accesses[buffer].values()], terms):
             return (f"parallel loop {loop.var}: two of its iterations may access one element of "
                     f"{buffer}, one of them storing to it")
     return None
+
+
+class _TermsOf:
+    """``index_terms`` of index expressions and of flat offsets, each worked out once, by the
+    identity of the expression (or of the buffer and the tuple of indices); the entries keep
+    what they were worked out of, so an identity is not reused while the memo lives."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[Expr, Terms]] = {}
+        self._flat: dict[tuple[int, int], tuple[Buffer, tuple[Expr, ...], Terms]] = {}
+
+    def __call__(self, index: Expr) -> Terms:
+        known = self._known.get(id(index))
+        if known is None:
+            known = self._known[id(index)] = (index, index_terms(index))
+        return known[1]
+
+    def flat(self, buffer: Buffer, indices: tuple[Expr, ...]) -> Terms:
+        known = self._flat.get((id(buffer), id(indices)))
+        if known is None:
+            known = self._flat[id(buffer), id(indices)] = (buffer, indices, flat_terms(buffer, indices))
+        return known[2]
+
+
+def flat_terms(buffer: Buffer, indices: tuple[Expr, ...]) -> Terms:
+    """``index_terms`` of the row-major element offset of ``buffer[indices]``: the terms of
+    ``flat_index(buffer, indices)`` (which is their canonical expression), without the round
+    trip through it."""
+    if len(indices) != len(buffer.shape):
+        raise CodegenError(f"{buffer.name} has {len(buffer.shape)} dimensions, indexed with {len(indices)}")
+    total: Expr = IntImm(0)
+    for index, stride in zip(indices, buffer.strides):
+        total = BinOp("+", total, BinOp("*", index, IntImm(stride)))
+    return index_terms(total)
 
 
 # A digit of the parallel variable v: (d, m) stands for (v // d) % m, with m == 0 for v // d.
@@ -394,27 +620,29 @@ class _Form:
     ``k`` times a value in ``[low, high]``."""
 
     digits: tuple[tuple[_Digit, int], ...]
-    outer: Expr
+    outer: frozenset[tuple[Expr, int]]
     base: int
     terms: tuple[tuple[int, int, int], ...]
 
 
-def _owned(loop: For, buffer: Buffer, accesses: list[_Access]) -> bool:
+def _owned(loop: For, buffer: Buffer, accesses: list[_Access], terms_of: _TermsOf) -> bool:
     """Whether every access in ``accesses`` touches only elements from which the iteration of
     ``loop`` that made it can be told. An element is seen through coordinates: its flat
-    offset and its indices. Where every access gives a coordinate the same digits of the loop
-    variable and the same outer terms (``_coordinate_form``), the coordinate tells each digit
-    that stands apart from the other terms (``_tells``); the digits told must determine the
-    variable (``_determines``)."""
-    coordinates = [[flat_index(buffer, indices), *indices] for indices, _ in accesses]
+    offset, then its indices. Where every access gives a coordinate the same digits of the
+    loop variable and the same outer terms (``_coordinate_form``), the coordinate tells each
+    digit that stands apart from the other terms (``_tells``); once the digits told
+    determine the variable (``_determines``), the coordinates left need not be read."""
     digits: list[_Digit] = []
-    for position in range(len(coordinates[0])):
-        forms = [_coordinate_form(coords[position], loop.var, ranges)
-                 for coords, (_, ranges) in zip(coordinates, accesses)]
+    for position in range(len(buffer.shape) + 1):
+        coordinates = [terms_of.flat(buffer, indices) if position == 0 else terms_of(indices[position - 1])
+                       for indices, _ in accesses]
+        forms = [_coordinate_form(terms, loop.var, ranges) for terms, (_, ranges) in zip(coordinates, accesses)]
         if any(form is None for form in forms) or len({(f.digits, f.outer) for f in forms}) != 1:
             continue
         digits.extend(digit for digit, k in forms[0].digits if _tells(forms, digit, k, loop.extent))
-    return _determines(digits, loop.extent)
+        if _determines(digits, loop.extent):
+            return True
+    return False
 
 
 def _tells(forms: Sequence[_Form], digit: _Digit, k: int, extent: int) -> bool:
@@ -442,27 +670,29 @@ def _tells(forms: Sequence[_Form], digit: _Digit, k: int, extent: int) -> bool:
     return window < abs(k) and window + abs(k) * _largest(digit, extent) < modulus
 
 
-def _coordinate_form(index: Expr, var: str, ranges: Mapping[str, Interval]) -> Optional[_Form]:
-    """``index`` as a ``_Form``, or None when the loop variable enters it other than through
-    digits or not at all, or a term mixes inner and enclosing loops or reads memory (which
-    the loop may change)."""
-    terms = index_terms(index)
+def _coordinate_form(terms: Terms, var: str, ranges: Mapping[str, Interval]) -> Optional[_Form]:
+    """A coordinate (its ``index_terms``) as a ``_Form``, or None when the loop variable enters
+    it other than through digits or not at all, or a term mixes inner and enclosing loops or
+    reads memory (which the loop may change)."""
     digits: list[tuple[_Digit, int]] = []
     inner: list[tuple[int, int, int]] = []
-    outer = {}
+    outer = []
     for atom, k in terms.items():
         if atom is None:
             continue
-        if loads(atom):
+        if isinstance(atom, Var):  # the common case, without walking the atom
+            names = {atom.name}
+        elif loads_in(atom):
             return None
-        names = free_vars(atom)
+        else:
+            names = free_vars(atom)
         if var in names:
             digit = _as_digit(atom, var)
             if digit is None:
                 return None
             digits.append((digit, k))
         elif names.isdisjoint(ranges):
-            outer[atom] = k
+            outer.append((atom, k))
         elif names <= ranges.keys():
             try:
                 inner.append((k, *int_bounds(atom, ranges)))
@@ -472,7 +702,7 @@ def _coordinate_form(index: Expr, var: str, ranges: Mapping[str, Interval]) -> O
             return None
     if not digits:
         return None
-    return _Form(tuple(sorted(digits)), from_terms(outer), terms.get(None, 0), tuple(inner))
+    return _Form(tuple(sorted(digits)), frozenset(outer), terms.get(None, 0), tuple(inner))
 
 
 def _largest(digit: _Digit, extent: int) -> int:
@@ -515,35 +745,3 @@ def _determines(digits: Sequence[_Digit], extent: int) -> bool:
             if (d * m) % high == 0:
                 high = min(high, d)
     return high <= low
-
-
-# -- walking a loop program -------------------------------------------------------------------
-def _params(func: PrimFunc) -> dict[str, Buffer]:
-    return {b.name: b for b in func.params}
-
-
-def _walk(stmt: Stmt, scope: Scope, around: tuple[tuple[For, Scope], ...] = ()
-          ) -> Iterator[tuple[Stmt, Scope, tuple[tuple[For, Scope], ...]]]:
-    """Every statement inside ``stmt``, parents first, with the buffers in scope where it runs
-    and the loops around it inside ``stmt`` (outermost first, each with its own scope)."""
-    yield stmt, scope, around
-    if isinstance(stmt, Seq):
-        for child in stmt.stmts:
-            yield from _walk(child, scope, around)
-    elif isinstance(stmt, For):
-        yield from _walk(stmt.body, scope, around + ((stmt, scope),))
-    elif isinstance(stmt, Allocate):
-        yield from _walk(stmt.body, {**scope, stmt.buffer.name: stmt.buffer}, around)
-    elif isinstance(stmt, IfThenElse):
-        yield from _walk(stmt.then_body, scope, around)
-        if stmt.else_body is not None:
-            yield from _walk(stmt.else_body, scope, around)
-
-
-def _exprs(stmt: Stmt) -> tuple[Expr, ...]:
-    """The expressions one statement evaluates itself (not those of the statements inside it)."""
-    if isinstance(stmt, Store):
-        return (*stmt.indices, stmt.value)
-    if isinstance(stmt, IfThenElse):
-        return (stmt.cond,)
-    return ()

@@ -1,7 +1,9 @@
 """The postprocessors: ``RewriteParallelVectorizeUnroll`` turns annotations into the loop kinds
-MetaSchedule's rule makes, computing the reference; ``VerifyKernel`` rejects vectorized loops
-that code generation would run serially, parallel loops with races (one shown to give wrong
-results) and unrolled code too big to compile quickly, and passes the hand-written schedules."""
+MetaSchedule's rule makes, computing the reference, and unrolls no further than the verifier's
+limit on unrolled work; ``VerifyKernel`` rejects vectorized loops that code generation would
+run serially, parallel loops with races (one shown to give wrong results) and unrolled code
+too big to compile quickly, and passes the hand-written schedules. The two share one lowering
+of a sample where they can, and it is the program the schedule lowers to."""
 import dataclasses
 
 import pytest
@@ -15,7 +17,8 @@ from metasched.ir import vectorizable
 from metasched.ir.analysis import substitute
 from metasched.lang import assert_outputs_close
 from metasched.schedule import Schedule, analysis
-from metasched.space import PostOrderApply, RewriteParallelVectorizeUnroll, VerifyKernel
+from metasched.space import PostOrderApply, RewriteParallelVectorizeUnroll, VerifyKernel, cpu_default
+from metasched.space.loop_program import MAX_UNROLLED_WORK, UnrolledWork, lowered, with_kinds
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, VECTORIZE
 from metasched.space.postprocs import KEYS, parallel_race, unrolled_work, vector_fallback
 from metasched.testing import assert_equivalent, schedules
@@ -29,9 +32,9 @@ def annotate(sch, block, parallel=0, vectorize=0, unroll=0):
             sch.annotate(block, key, value)
 
 
-def rewrite(sch):
+def rewrite(sch, post=None):
     sch.enter_postproc()
-    assert RewriteParallelVectorizeUnroll().apply(sch)
+    assert (post or RewriteParallelVectorizeUnroll()).apply(sch)
     return sch
 
 
@@ -79,6 +82,46 @@ def test_tiles_become_parallel_vectorized_and_unrolled_loops(unroll, unrolled):
     assert kinds(sch, copy_out) == [("serial", 8), ("vectorized", 16)]
     assert no_annotations_left(sch)
     assert_equivalent(sch)
+
+
+def unrolled_loops(sch):
+    return {lp.name for name in analysis.blocks(sch) for lp in analysis.block(sch, sch.get_block(name)).loops
+            if lp.kind == "unrolled"}
+
+
+def test_the_unroll_chain_stops_where_the_code_would_grow_past_the_verifiers_limit():
+    whole = rewrite(tiled_matmul(512)[0], RewriteParallelVectorizeUnroll(max_unrolled_work=10**9))
+    assert unrolled_loops(whole) == {"k_0", "i_2", "j_2", "k_1", "i_3"}
+    work = unrolled_work(whole.lower())
+    # Just below the work of the whole chain, its last loop (k_0, 16 copies of the rest) is left.
+    sch = rewrite(tiled_matmul(512)[0], RewriteParallelVectorizeUnroll(max_unrolled_work=work - 1))
+    assert unrolled_loops(sch) == {"i_2", "j_2", "k_1", "i_3"}
+    assert unrolled_work(sch.lower()) <= work - 1
+    assert VerifyKernel(max_unrolled_work=work - 1).reason(sch) is None
+    assert VerifyKernel(max_unrolled_work=work - 1).reason(whole).startswith(f"its unrolled loops make {work}")
+    assert_equivalent(sch)
+    assert RewriteParallelVectorizeUnroll().max_unrolled_work == VerifyKernel().max_unrolled_work == MAX_UNROLLED_WORK
+
+
+@pytest.mark.parametrize("limit", [MAX_UNROLLED_WORK, 3_000])
+def test_the_rewrite_never_makes_code_the_verifier_rejects_for_its_size(limit):
+    """Samples of the default space for a small convolution (its inlined padding makes a large
+    body to unroll) with the verifier's limit, and with a tight one: where the rewrite unrolls
+    some loop, the program stays within the limit. (Where it unrolls none, it made nothing the
+    limit is about.)"""
+    wl = workloads.get("conv2d_bias_relu", **SMALL_PARAMS["conv2d_bias_relu"])
+    space = PostOrderApply(rules=cpu_default().rules,
+                           postprocs=[RewriteParallelVectorizeUnroll(max_unrolled_work=limit)])
+    verify = VerifyKernel(max_unrolled_work=limit)
+    unrolling = 0
+    for seed in range(80):
+        sch = space.sample(wl, seed)
+        if unrolled_loops(sch):
+            unrolling += 1
+            assert unrolled_work(sch.lower()) <= limit
+            reason = verify.reason(sch)
+            assert reason is None or "unrolled" not in reason
+    assert unrolling >= 20  # the sampled depths still unroll
 
 
 def test_the_vector_loop_takes_in_outer_loops_only_while_every_access_stays_linear():
@@ -229,6 +272,11 @@ def test_unrolled_work_counts_each_copy_of_each_node():
     assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 7 * 32
     body = For("i", 4, ForKind.UNROLLED, For("j", 7, ForKind.VECTORIZED, store))  # chunks 4, 2, 1
     assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 7 * 4 * 3
+    # The rewrite asks what the work would be with more loops unrolled: the same count.
+    serial = PrimFunc("f", (a,), (c,), (), For("i", 4, ForKind.SERIAL, For("j", 7, ForKind.VECTORIZED, store)))
+    assert UnrolledWork.of(serial).total() == 7 * 3
+    unrolled = with_kinds(serial, {"i": ForKind.UNROLLED})
+    assert UnrolledWork.of(serial).total({"i"}) == unrolled_work(unrolled) == 7 * 4 * 3
 
 
 def reversed_parallel(stmt):
@@ -262,12 +310,30 @@ def substituted(stmt, mapping):
     return dataclasses.replace(stmt, body=substituted(stmt.body, mapping))
 
 
+def widened(stmt, var, buffer, old, new):
+    """``stmt`` with loop ``var`` and the last dimension of ``buffer`` ``new`` long, not ``old``."""
+    if isinstance(stmt, For):
+        extent = new if stmt.var == var and stmt.extent == old else stmt.extent
+        return dataclasses.replace(stmt, extent=extent, body=widened(stmt.body, var, buffer, old, new))
+    if isinstance(stmt, Seq):
+        return Seq(tuple(widened(s, var, buffer, old, new) for s in stmt.stmts))
+    if isinstance(stmt, IfThenElse):
+        return dataclasses.replace(stmt, then_body=widened(stmt.then_body, var, buffer, old, new))
+    if hasattr(stmt, "buffer") and hasattr(stmt, "body"):  # Allocate
+        shape = stmt.buffer.shape
+        if stmt.buffer.name == buffer and shape[-1] == old:
+            stmt = dataclasses.replace(stmt, buffer=dataclasses.replace(stmt.buffer, shape=shape[:-1] + (new,)))
+        return dataclasses.replace(stmt, body=widened(stmt.body, var, buffer, old, new))
+    return stmt
+
+
 def test_a_racing_parallel_schedule_is_rejected_and_really_depends_on_the_order():
-    """A schedule the primitives accept: reverse_compute_at takes one iteration of j_0 to
-    complete 620 columns of Y, but the guard of the overshooting split of j_2 leaves the last
-    5 unwritten. The copy-out writes those 5 columns of Z from garbage, and the next
-    iteration writes them again, right: serially the right values come last, run backwards
-    (a legal order of parallel iterations) the garbage does."""
+    """One iteration of j_0 completes 3 * 205 = 615 columns of Y: the guard of the
+    overshooting split of j_2 (35 * 6 = 210 > 205) leaves 5 of the 620 its loops run
+    unwritten. reverse_compute_at copies those 615 (it once took 620), and the schedule
+    passes. The program it once made, whose copy-out writes 5 columns of Z from garbage that
+    the next iteration writes again, right: serially the right values come last, run
+    backwards (a legal order of parallel iterations) the garbage does; it is rejected."""
     wl = workloads.get("dense_bias_relu", M=2, K=3, N=3072)
     sch = Schedule(wl)
     y = sch.get_block("Y")
@@ -276,12 +342,18 @@ def test_a_racing_parallel_schedule_is_rejected_and_really_depends_on_the_order(
     sch.split(j2, [35, 6])
     sch.reverse_compute_at(sch.get_block("Z"), j0)
     sch.parallel(j0)
-    assert VerifyKernel().reason(sch) == ("parallel loop j_0: two of its iterations may access one "
-                                          "element of Z, one of them storing to it")
-    assert_equivalent(sch, options=SERIAL)
+    assert VerifyKernel().reason(sch) is None
     func = sch.lower()
-    backwards = build(dataclasses.replace(func, body=reversed_parallel(func.body)), SERIAL)
     inputs = wl.random_inputs(0)
+    backwards = build(dataclasses.replace(func, body=reversed_parallel(func.body)), SERIAL)
+    assert_outputs_close(wl, backwards(*inputs), wl.reference(*inputs))
+
+    racing = dataclasses.replace(func, body=widened(func.body, "j1", "Y", 615, 620))
+    assert "for j1 in range(620):" in str(racing) and "Y = allocate([1, 620], 'float32')" in str(racing)
+    assert parallel_race(racing) == ("parallel loop j_0: two of its iterations may access one "
+                                     "element of Z, one of them storing to it")
+    assert_outputs_close(wl, build(racing, SERIAL)(*inputs), wl.reference(*inputs))
+    backwards = build(dataclasses.replace(racing, body=reversed_parallel(racing.body)), SERIAL)
     with pytest.raises(AssertionError):
         assert_outputs_close(wl, backwards(*inputs), wl.reference(*inputs))
 
@@ -350,3 +422,32 @@ def test_a_rejection_says_why_through_the_space_generator():
     with pytest.raises(ScheduleError, match=r"postprocessor VerifyKernel\(max_unrolled_work=60000\) rejected the "
                                             r"program: vectorized loop i would run serially"):
         PostOrderApply(postprocs=[VerifyKernel()]).postprocess(sch)
+
+
+# -- one lowering, shared ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(SMALL_PARAMS))
+def test_the_program_the_postprocessors_share_is_the_one_the_schedule_lowers_to(name):
+    """The rewrite hands the verifier the program it lowered, with the loop kinds it changed
+    since: it must be what ``sch.lower()`` gives (and what code generation compiles)."""
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    space = PostOrderApply(rules=cpu_default().rules, postprocs=[RewriteParallelVectorizeUnroll()])
+    for seed in range(12):
+        sch = space.sample(wl, seed)
+        shared, fresh = lowered(sch).func, sch.lower()
+        assert shared == fresh and str(shared) == str(fresh)
+
+
+def test_a_sample_is_lowered_once_unless_its_vector_runs_fuse_loops(monkeypatch):
+    lowerings = []
+    lower = Schedule.lower
+    monkeypatch.setattr(Schedule, "lower", lambda sch: lowerings.append(sch) or lower(sch))
+    space, wl = cpu_default(), workloads.get("matmul_relu", M=64, N=64, K=64)
+    counts = []
+    for seed in range(30):
+        lowerings.clear()
+        try:
+            space.sample(wl, seed)
+        except ScheduleError:
+            pass
+        counts.append(len(lowerings))
+    assert max(counts) <= 2 and counts.count(1) >= 20

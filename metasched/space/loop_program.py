@@ -1,0 +1,270 @@
+"""What the postprocessors read of a schedule's lowered loop program, each part worked out once.
+
+* ``Lowered``: a loop program and the answers of ``ir.vectorizable`` already asked of its
+  loops; ``lowered(sch)`` gives the one of a schedule's current state, and ``remember`` lets
+  a postprocessor that holds it hand it to the next, so that a sample is lowered as few
+  times as possible (lowering costs about as much as replaying the trace).
+* ``with_kinds(func, kinds)``: the program with some loops of another kind, which is all the
+  ``parallel``, ``vectorize`` and ``unroll`` primitives change.
+* ``MAX_UNROLLED_WORK`` and ``UnrolledWork``: the estimate of the code LLVM must optimise and
+  the most of it worth compiling. The rewrite that unrolls loops and the verifier that
+  rejects programs ask this one estimate, with this one limit.
+* ``walk(stmt, scope)``: every statement with the buffers in scope and the loops around it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import weakref
+from typing import AbstractSet, Iterator, Mapping, Optional
+
+from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children
+from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
+from metasched.ir.vectorizable import vector_fallback_reason
+from metasched.schedule import Schedule
+
+Scope = Mapping[str, Buffer]
+Around = tuple[tuple[For, Scope], ...]
+
+# The most unrolled work (``UnrolledWork``) worth compiling. Measured with ``metasched.build``
+# (O3, llvmlite 0.50, LLVM 22, the 2-core znver4 machine) on 30 programs sampled from
+# ``cpu_default()`` for the built-in workloads, unrolled work -> compile seconds:
+# 3,000 -> 0.2; 10,000 -> 0.4; 17,000 -> 0.7; 24,000 -> 1.0; 31,000 -> 1.3; 38,000 -> 1.0;
+# 41,000 -> 0.6-1.2; 46,000 -> 1.1; 54,000 -> 2.0-2.3; 75,000-80,000 -> 2.5-2.6;
+# 89,000 -> 3.3; 96,000 -> 4.4; 113,000-121,000 -> 3.9-4.6; 140,000-153,000 -> 6.0-7.8;
+# 251,000-257,000 -> 9.2-10.8; 361,000 -> 11.1 (an outlier: 15,000 -> 1.5, where LLVM
+# unrolled short serial loops itself). 60,000 accepts builds of up to about 2 s and leaves
+# out the multi-second tail.
+MAX_UNROLLED_WORK = 60_000
+
+
+# -- one lowering per state ---------------------------------------------------------------------
+@dataclasses.dataclass
+class Lowered:
+    """A loop program, and what postprocessors worked out of it that a program differing only
+    in loop kinds shares (``changed``): its ``UnrolledWork``, and what
+    ``ir.vectorizable.vector_fallback_reason`` answered for its loops. That answer depends
+    only on a loop's variable, its body and the buffers in scope, and ``with_kinds`` keeps
+    the body of a loop whose kind alone changed: the rewrite asks about a loop before
+    vectorizing it, the verifier after, and the predicate runs once."""
+
+    func: PrimFunc
+    # id(body) -> (body, loop variable, scope, reason); the body is kept, so ids stay unique.
+    _vector_reasons: dict[int, tuple[Stmt, str, Scope, Optional[str]]] = dataclasses.field(default_factory=dict)
+    _work: Optional[UnrolledWork] = None
+
+    def vector_fallback_reason(self, loop: For, scope: Scope) -> Optional[str]:
+        """``vector_fallback_reason(loop, scope.__getitem__)``, asked once per loop body."""
+        known = self._vector_reasons.get(id(loop.body))
+        if known is not None and known[0] is loop.body and known[1] == loop.var and _same(known[2], scope):
+            return known[3]
+        reason = vector_fallback_reason(loop, scope.__getitem__)
+        self._vector_reasons[id(loop.body)] = (loop.body, loop.var, scope, reason)
+        return reason
+
+    def unrolled_work(self) -> UnrolledWork:
+        """``UnrolledWork.of(self.func)``, worked out once."""
+        if self._work is None:
+            self._work = UnrolledWork.of(self.func)
+        return self._work
+
+    def changed(self, kinds: Mapping[str, ForKind]) -> Lowered:
+        """The program with the loops in ``kinds`` of those kinds, and what is known of it."""
+        if not kinds:
+            return self
+        work = None if self._work is None else self._work.with_kinds(kinds)
+        return Lowered(with_kinds(self.func, kinds), self._vector_reasons, work)
+
+
+def _same(a: Scope, b: Scope) -> bool:
+    return a is b or (a.keys() == b.keys() and all(a[name] is b[name] for name in a))
+
+
+# Schedule -> (instructions in its trace when the program was lowered, the program). Every
+# primitive that changes a schedule appends an instruction, so an entry whose count still
+# matches holds the program of the schedule's current state.
+_LOWERED: weakref.WeakKeyDictionary[Schedule, tuple[int, Lowered]] = weakref.WeakKeyDictionary()
+
+
+def remember(sch: Schedule, program: Lowered) -> None:
+    """Record ``program`` as the loop program of ``sch`` in its current state; the caller
+    knows it is: ``sch.lower()`` now, or such a program with the kinds of the loops that
+    primitives made parallel, vectorized or unrolled since changed by ``with_kinds``."""
+    _LOWERED[sch] = (len(sch.trace.insts), program)
+
+
+def lowered(sch: Schedule) -> Lowered:
+    """The loop program of ``sch``: the remembered one while no primitive has run since,
+    else ``sch.lower()`` (then remembered)."""
+    count = len(sch.trace.insts)
+    known = _LOWERED.get(sch)
+    if known is not None and known[0] == count:
+        return known[1]
+    program = Lowered(sch.lower())
+    _LOWERED[sch] = (count, program)
+    return program
+
+
+# -- changing loop kinds ------------------------------------------------------------------------
+def with_kinds(func: PrimFunc, kinds: Mapping[str, ForKind]) -> PrimFunc:
+    """``func`` with each loop named in ``kinds`` (every ``For`` of it: a reduction's
+    initialisation repeats spatial loops) of that kind; statements that hold none of them
+    are kept as they are. Lowering reads a loop's kind only to label its ``For``, so this is
+    the program lowering gives once primitives have changed those loops' kinds."""
+    if not kinds:
+        return func
+    return dataclasses.replace(func, body=_with_kinds(func.body, kinds))
+
+
+def _with_kinds(stmt: Stmt, kinds: Mapping[str, ForKind]) -> Stmt:
+    if isinstance(stmt, Seq):
+        stmts = tuple(_with_kinds(s, kinds) for s in stmt.stmts)
+        return stmt if all(a is b for a, b in zip(stmts, stmt.stmts)) else Seq(stmts)
+    if isinstance(stmt, For):
+        body = _with_kinds(stmt.body, kinds)
+        kind = kinds.get(stmt.var, stmt.kind)
+        return stmt if body is stmt.body and kind is stmt.kind else dataclasses.replace(stmt, kind=kind, body=body)
+    if isinstance(stmt, Allocate):
+        body = _with_kinds(stmt.body, kinds)
+        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+    if isinstance(stmt, IfThenElse):
+        then = _with_kinds(stmt.then_body, kinds)
+        other = None if stmt.else_body is None else _with_kinds(stmt.else_body, kinds)
+        return stmt if then is stmt.then_body and other is stmt.else_body else IfThenElse(stmt.cond, then, other)
+    return stmt
+
+
+# -- walking ------------------------------------------------------------------------------------
+def params(func: PrimFunc) -> dict[str, Buffer]:
+    """The buffers in scope at the top of ``func``'s body."""
+    return {b.name: b for b in func.params}
+
+
+def walk(stmt: Stmt, scope: Scope, around: Around = ()) -> Iterator[tuple[Stmt, Scope, Around]]:
+    """Every statement inside ``stmt``, parents first, with the buffers in scope where it runs
+    and the loops around it inside ``stmt`` (outermost first, each with its own scope)."""
+    stack = [(stmt, scope, around)]
+    while stack:
+        item = stack.pop()
+        yield item
+        stmt, scope, around = item
+        if isinstance(stmt, Seq):
+            stack.extend((child, scope, around) for child in reversed(stmt.stmts))
+        elif isinstance(stmt, For):
+            stack.append((stmt.body, scope, around + ((stmt, scope),)))
+        elif isinstance(stmt, Allocate):
+            stack.append((stmt.body, {**scope, stmt.buffer.name: stmt.buffer}, around))
+        elif isinstance(stmt, IfThenElse):
+            if stmt.else_body is not None:
+                stack.append((stmt.else_body, scope, around))
+            stack.append((stmt.then_body, scope, around))
+
+
+def exprs(stmt: Stmt) -> tuple[Expr, ...]:
+    """The expressions one statement evaluates itself (not those of the statements inside it)."""
+    if isinstance(stmt, Store):
+        return (*stmt.indices, stmt.value)
+    if isinstance(stmt, IfThenElse):
+        return (stmt.cond,)
+    return ()
+
+
+def loads_in(expr: Expr) -> list[Load]:
+    """Every load in ``expr``, parents first: ``ir.analysis.loads``, with a walk that knows the
+    nodes postprocessors meet most (they ask this of every statement)."""
+    found: list[Load] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is BinOp:
+            stack.append(node.b)
+            stack.append(node.a)
+        elif kind is Load:
+            found.append(node)
+            stack.extend(reversed(node.indices))
+        elif kind is not Var and kind is not IntImm and kind is not FloatImm:
+            stack.extend(reversed(children(node)))
+    return found
+
+
+def _size(expr: Expr) -> int:
+    """The nodes of ``expr``."""
+    kind = type(expr)
+    if kind is BinOp:
+        return 1 + _size(expr.a) + _size(expr.b)
+    if kind is Var or kind is IntImm or kind is FloatImm:
+        return 1
+    return 1 + sum(_size(child) for child in children(expr))
+
+
+# -- unrolled work ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class UnrolledWork:
+    """An estimate of the code LLVM must optimise for a program, in expression nodes: every
+    statement's own nodes (a store's indices and value, a condition) times the copies code
+    generation emits of it. An unrolled loop copies its body once per iteration; a vectorized
+    loop once per chunk (a loop over full vectors, then power-of-two tails: counted as the
+    1 bits of its extent, which needs no lane width). Loops LLVM unrolls on its own are not
+    counted. O3 time grows with it, roughly a second per 25,000 to 40,000 (see
+    ``MAX_UNROLLED_WORK``).
+
+    Made once per program (``of``), it answers for the program as it is and as it would be
+    with more of its loops unrolled (``total``): the rewrite picks the loops it unrolls with
+    it, and the verifier checks the program with it."""
+
+    # Per statement: its own nodes and the loops around it, as (name, kind, extent).
+    statements: tuple[tuple[int, tuple[tuple[str, ForKind, int], ...]], ...]
+
+    @classmethod
+    def of(cls, func: PrimFunc) -> UnrolledWork:
+        found = []
+        for stmt, _, around in walk(func.body, {}):
+            nodes = sum(_size(e) for e in exprs(stmt))
+            if nodes:
+                found.append((nodes, tuple((loop.var, loop.kind, loop.extent) for loop, _ in around)))
+        return cls(tuple(found))
+
+    def with_kinds(self, kinds: Mapping[str, ForKind]) -> UnrolledWork:
+        """The estimate of the program with the loops in ``kinds`` of those kinds."""
+        return UnrolledWork(tuple((nodes, tuple((name, kinds.get(name, kind), extent) for name, kind, extent in loops))
+                                  for nodes, loops in self.statements))
+
+    def total(self, unrolled: AbstractSet[str] = frozenset()) -> int:
+        """The work of the program with the serial or parallel loops named in ``unrolled``
+        unrolled too."""
+        work = 0
+        for copies, once in self._parts:
+            for name, extent in once:
+                if name in unrolled:
+                    copies *= extent
+            work += copies
+        return work
+
+    @functools.cached_property
+    def _parts(self) -> tuple[tuple[int, tuple[tuple[str, int], ...]], ...]:
+        """Per statement: its nodes times the copies of the loops around it, and the loops
+        around it that make one copy (serial, parallel) with their extents."""
+        parts = []
+        for nodes, loops in self.statements:
+            once = []
+            for name, kind, extent in loops:
+                copies = _copies(kind, extent)
+                nodes *= copies
+                if kind is ForKind.SERIAL or kind is ForKind.PARALLEL:
+                    once.append((name, extent))
+            parts.append((nodes, tuple(once)))
+        return tuple(parts)
+
+
+def _copies(kind: ForKind, extent: int) -> int:
+    if kind is ForKind.UNROLLED:
+        return extent
+    if kind is ForKind.VECTORIZED:
+        return bin(extent).count("1")
+    return 1
+
+
+def unrolled_work(func: PrimFunc) -> int:
+    """``UnrolledWork`` of ``func`` as it is."""
+    return UnrolledWork.of(func).total()
