@@ -71,7 +71,7 @@ def index_terms(e: Expr) -> Terms:
     a, b = index_terms(e.a), index_terms(e.b)
     if e.op in ("+", "-"):
         merged = dict(a)
-        _add(merged, b, 1 if e.op == "+" else -1)
+        add_terms(merged, b, 1 if e.op == "+" else -1)
         return _fold_div_mod_pairs(merged)
     b_const, a_const = _constant(b), _constant(a)
     if e.op == "*" and (b_const is not None or a_const is not None):
@@ -99,9 +99,10 @@ def _scaled(terms: Terms, k: int) -> Terms:
     return {atom: c * k for atom, c in terms.items()} if k else {}
 
 
-def _add(into: Terms, terms: Terms, sign: int) -> None:
+def add_terms(into: Terms, terms: Terms, scale: int) -> None:
+    """``into += scale * terms``, dropping the atoms that cancel."""
     for atom, c in terms.items():
-        total = into.get(atom, 0) + sign * c
+        total = into.get(atom, 0) + scale * c
         if total:
             into[atom] = total
         else:
@@ -123,7 +124,7 @@ def _fold_div_mod_pairs(terms: Terms) -> Terms:
                 partner = BinOp("//", y, IntImm(c))
             if terms.get(partner) == k * c:
                 del terms[atom], terms[partner]
-                _add(terms, index_terms(y), k)
+                add_terms(terms, index_terms(y), k)
                 changed = True
                 break
     return terms

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from metasched.ir.access import Terms, from_terms, index_terms
+from metasched.ir.access import Terms, add_terms, from_terms, index_terms
 from metasched.ir.analysis import free_vars, int_bounds, simplify, substitute
 from metasched.ir.expr import Expr, IntImm, Var
 from metasched.lower.state import IterVar, Split, StageState
@@ -102,7 +102,7 @@ def _split_reach(rel: Split, children: list[Reach], ranges: Mapping[str, tuple[i
     stride = 1
     steps: list[tuple[int, int]] = []
     for child, iv in zip(reversed(children), reversed(rel.children)):
-        _add(outer, child.outer, stride)
+        add_terms(outer, child.outer, stride)
         lo, hi = lo + child.lo * stride, hi + child.hi * stride
         steps.append((stride, child.hi - child.lo))
         stride *= iv.extent
@@ -161,10 +161,10 @@ def _span(index: Expr, reach: Mapping[str, Reach]) -> Optional[tuple[Expr, int, 
     for atom, coeff in terms.items():
         names = set() if atom is None else free_vars(atom) & reach.keys()
         if not names:
-            _add(outer, {atom: 1}, coeff)
+            add_terms(outer, {atom: 1}, coeff)
         elif isinstance(atom, Var):
             r = reach[atom.name]
-            _add(outer, r.outer, coeff)
+            add_terms(outer, r.outer, coeff)
             low, high = coeff * r.lo, coeff * r.hi
             lo, hi = lo + min(low, high), hi + max(low, high)
             steps.append((abs(coeff), r.hi - r.lo))
@@ -174,21 +174,11 @@ def _span(index: Expr, reach: Mapping[str, Reach]) -> Optional[tuple[Expr, int, 
                 exact = exact and terms == {atom: 1}
         elif all(reach[n].lo == reach[n].hi for n in names):  # e.g. ``f // 4`` of a fixed ``f``
             fixed = substitute(atom, {n: from_terms(reach[n].outer) + reach[n].lo for n in names})
-            _add(outer, index_terms(fixed), coeff)
+            add_terms(outer, index_terms(fixed), coeff)
             exact = exact and all(reach[n].exact for n in names)
         else:
             return None
     return from_terms(outer), lo, hi, exact and _contiguous(steps), below
-
-
-def _add(into: Terms, terms: Terms, scale: int) -> None:
-    """``into += scale * terms``."""
-    for atom, c in terms.items():
-        total = into.get(atom, 0) + scale * c
-        if total:
-            into[atom] = total
-        else:
-            into.pop(atom, None)
 
 
 def region(accesses: Sequence[Sequence[Expr]], reach: Mapping[str, Reach], shape: Sequence[int],
