@@ -77,7 +77,7 @@ class AutoInline(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
-        if not self._may_inline(sch, block, info):
+        if not self._may_inline(info):
             return [sch]
         if self.into_consumer and can_compute_inline(info):
             sch.compute_inline(block)
@@ -86,7 +86,7 @@ class AutoInline(ScheduleRule):
             return [self._into_producer(sch, block)]
         return [sch]
 
-    def _may_inline(self, sch: Schedule, block: BlockRV, info: BlockInfo) -> bool:
+    def _may_inline(self, info: BlockInfo) -> bool:
         """Whether the block is strictly element-wise and none of the options bars it."""
         if not info.is_elementwise:
             return False

@@ -15,6 +15,7 @@ named, so that a space is a list anyone can print, edit and rebuild.
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
 import os
 from typing import Sequence
@@ -25,34 +26,34 @@ from metasched.schedule import BlockRV, Schedule, analysis, replay
 from metasched.schedule.schedule import Seed, make_rng
 
 
-class ScheduleRule:
+class ScheduleRule(abc.ABC):
     """Transforms one block. Subclasses are dataclasses (their fields are their arguments) and
     implement ``apply``."""
 
+    @abc.abstractmethod
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         """The schedules this rule makes of ``sch`` at ``block``: forks made with
         ``sch.copy()`` (``sch`` itself may be returned, changed or not, as one of them), or
         ``[sch]`` unchanged when the rule does not apply. May raise only ``ScheduleError``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement apply(sch, block)")
 
 
-class Postproc:
+class Postproc(abc.ABC):
     """Rewrites or checks a whole sampled program. Subclasses are dataclasses and implement
     ``apply``."""
 
+    @abc.abstractmethod
     def apply(self, sch: Schedule) -> bool:
         """Rewrite or check ``sch`` in place; False rejects the candidate."""
-        raise NotImplementedError(f"{type(self).__name__} must implement apply(sch)")
 
 
-class SpaceGenerator:
+class SpaceGenerator(abc.ABC):
     """Makes the design spaces of a workload and samples programs from them."""
 
     postprocs: Sequence[Postproc] = ()
 
+    @abc.abstractmethod
     def generate(self, workload: Workload) -> list[Schedule]:
         """The design spaces: schedules whose traces hold the sampling instructions, free."""
-        raise NotImplementedError(f"{type(self).__name__} must implement generate(workload)")
 
     def sample(self, workload: Workload, rng: Seed = 0) -> Schedule:
         """One random program: a design space chosen at random and replayed with fresh
@@ -79,11 +80,13 @@ class SpaceGenerator:
         return sch
 
     def _spaces(self, workload: Workload) -> list[Schedule]:
-        # Design spaces depend only on the workload: make them once per workload.
+        # Design spaces depend only on the workload and the modules: make them once for each
+        # (a rule list edited after a first sample makes new ones; ``repr`` shows every argument).
         cache = self.__dict__.setdefault("_space_cache", {})
-        if workload not in cache:
-            cache[workload] = self.generate(workload)
-        return cache[workload]
+        key = (workload, repr(self))
+        if key not in cache:
+            cache[key] = self.generate(workload)
+        return cache[key]
 
 
 @dataclasses.dataclass

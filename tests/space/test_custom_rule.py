@@ -64,3 +64,22 @@ def test_it_composes_with_the_other_rules(name, data):
     from conftest import SMALL_PARAMS
     wl = workloads.get(name, **SMALL_PARAMS[name])
     assert_equivalent(data.draw(samples(SPACE, wl)))
+
+
+def test_a_rule_without_apply_cannot_be_made():
+    import pytest
+
+    @dataclasses.dataclass
+    class Forgetful(ScheduleRule):
+        pass
+
+    with pytest.raises(TypeError, match="abstract"):
+        Forgetful()
+
+
+def test_editing_the_list_after_sampling_changes_the_space():
+    space = cpu_default()
+    space.sample(WL, 0)
+    space.rules.insert(1, TileSpatial(max_tile=16))
+    tiled = [space.sample(WL, seed).trace for seed in range(12)]
+    assert any("sample_perfect_tile" in str(trace) for trace in tiled)
