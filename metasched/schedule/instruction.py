@@ -17,7 +17,7 @@ import functools
 import inspect
 import numbers
 from dataclasses import dataclass
-from typing import (Any, Callable, Generic, NamedTuple, Optional, Sequence, TypeVar, Union, get_args, get_origin,
+from typing import (Any, Callable, Generic, Optional, Sequence, TypeVar, Union, get_args, get_origin,
                     get_type_hints)
 
 # A literal an instruction may carry: an int, a float, a string, None, or a tuple of literals.
@@ -119,7 +119,8 @@ KINDS_BY_METHOD: dict[str, InstructionKind] = {}
 T = TypeVar("T")
 
 
-class Decided(NamedTuple, Generic[T]):
+@dataclass(frozen=True)
+class Decided(Generic[T]):
     """What the method of a sampling primitive returns: its outputs and the decision it took
     (``primitive`` records the decision and hands the caller only the outputs)."""
 
@@ -164,7 +165,7 @@ def primitive(name: str, *, pure: bool = False,
                 self._applying = False
             decision = None
             if kind.sampling:
-                result, decision = result
+                result, decision = result.outputs, result.decision
             self._record(kind, *_split_arguments(kind, bound.arguments), _flatten(result), decision)
             return result
 
