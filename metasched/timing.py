@@ -2,57 +2,80 @@
 time, several repeats, the median. One way to time things, for kernels and baselines alike."""
 from __future__ import annotations
 
+import math
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 
-def median_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds: float = 0.05,
-                   number: Optional[int] = None) -> float:
-    """Median seconds per call of ``fn`` over ``repeat`` repeats of ``number`` calls each.
+def repeat_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds: float = 0.05,
+                   number: Optional[int] = None, warm_seconds: Optional[float] = None) -> list[float]:
+    """Seconds per call of ``fn`` in each of ``repeat`` repeats of ``number`` calls, in order.
 
-    One warm-up call runs first. Without ``number``, it doubles from 1 until one repeat lasts
-    at least ``min_repeat_seconds``, so that short calls are not lost in the clock's noise.
+    One warm-up call runs first, unless the caller has just made one and gives its time as
+    ``warm_seconds``. Without ``number``, enough calls to last ``min_repeat_seconds`` by the
+    warm-up's time, so that short calls are not lost in the clock's noise; a repeat that still
+    falls short makes the following ones longer (as TVM's time_evaluator does).
     """
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
-    fn()
-    if number is None:
-        number = 1
-        while True:
-            started = time.perf_counter()
-            for _ in range(number):
-                fn()
-            if time.perf_counter() - started >= min_repeat_seconds or number >= 1 << 30:
-                break
-            number *= 2
+    if warm_seconds is None:
+        started = time.perf_counter()
+        fn()
+        warm_seconds = time.perf_counter() - started
+    adapt = number is None
+    if adapt:
+        number = _calls_to_fill(min_repeat_seconds, warm_seconds, 1)
     per_call = []
     for _ in range(repeat):
         started = time.perf_counter()
         for _ in range(number):
             fn()
-        per_call.append((time.perf_counter() - started) / number)
-    per_call.sort()
-    return per_call[len(per_call) // 2]
+        elapsed = time.perf_counter() - started
+        per_call.append(elapsed / number)
+        if adapt and elapsed < min_repeat_seconds:
+            number = _calls_to_fill(min_repeat_seconds, elapsed / number, number)
+    return per_call
+
+
+def _calls_to_fill(seconds: float, per_call: float, at_least: int) -> int:
+    """How many calls of ``per_call`` seconds last ``seconds`` (never fewer than ``at_least``,
+    at most 2**30)."""
+    estimate = math.ceil(seconds / per_call) if per_call > 0 else 1 << 30
+    return min(max(estimate, at_least), 1 << 30)
+
+
+def median(values: Sequence[float]) -> float:
+    """The middle value (the upper one of an even count)."""
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def median_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds: float = 0.05,
+                   number: Optional[int] = None) -> float:
+    """Median seconds per call of ``fn`` over the repeats of ``repeat_seconds``."""
+    return median(repeat_seconds(fn, repeat, min_repeat_seconds, number))
 
 
 def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds: int = 7,
-                 repeat: int = 3, min_repeat_seconds: float = 0.05) -> tuple[float, float, float]:
+                 repeat: int = 3, min_repeat_seconds: float = 0.05,
+                 settle_seconds: float = 0.0) -> tuple[float, float, float]:
     """Time two functions in alternation, ``rounds`` times each: (median seconds of a, median
     seconds of b, median of the per-round ratios b / a).
 
     On a shared machine the load changes from second to second; timing the two sides of a
     comparison close together and taking the median ratio keeps a burst of load from
-    deciding it.
+    deciding it. ``settle_seconds`` of sleep before each side let the thread pool of the other
+    side stop spinning: OpenBLAS's threads keep both cores busy for tens of milliseconds after
+    numpy returns, and a libgomp kernel timed then waits a scheduler time slice per parallel
+    loop (seen: 8 ms instead of 0.02 ms).
     """
     times_a, times_b, ratios = [], [], []
     for _ in range(rounds):
+        time.sleep(settle_seconds)
         ta = median_seconds(fn_a, repeat, min_repeat_seconds)
+        time.sleep(settle_seconds)
         tb = median_seconds(fn_b, repeat, min_repeat_seconds)
         times_a.append(ta)
         times_b.append(tb)
         ratios.append(tb / ta)
-
-    def median(values: list[float]) -> float:
-        return sorted(values)[len(values) // 2]
-
     return median(times_a), median(times_b), median(ratios)

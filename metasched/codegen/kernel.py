@@ -4,7 +4,7 @@ from __future__ import annotations
 import ctypes
 from functools import cached_property
 from threading import local
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -13,8 +13,12 @@ from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
 from metasched.errors import KernelArgumentError
-from metasched.timing import median_seconds
-from metasched.ir.stmt import Buffer, PrimFunc
+from metasched.timing import median, repeat_seconds
+from metasched.ir.stmt import Buffer
+
+if TYPE_CHECKING:
+    from metasched.codegen.compiler import Artifact
+
 
 class Kernel:
     """Machine code for ``func`` with the signature ``void name(ptr noalias, ...)`` taking the
@@ -31,26 +35,25 @@ class Kernel:
     parallel loops of concurrent calls correctly.
     """
 
-    def __init__(self, func: PrimFunc, engine: llvm.ExecutionEngine, address: int, llvm_ir: str,
-                 optimized_ir: str, compile_seconds: float, options: CodegenOptions,
-                 threading: str, num_threads: int) -> None:
-        self.func = func
-        self.llvm_ir = llvm_ir
-        self.optimized_ir = optimized_ir
-        self.compile_seconds = compile_seconds
-        self.options = options
-        self.threading = threading  # the launcher parallel loops use: gomp, pthread or serial
-        self.num_threads = num_threads
+    def __init__(self, artifact: Artifact, engine: llvm.ExecutionEngine, address: int) -> None:
+        self.artifact = artifact  # what it was loaded from (picklable: load it elsewhere)
+        self.func = artifact.func
+        self.llvm_ir = artifact.llvm_ir
+        self.optimized_ir = artifact.optimized_ir
+        self.compile_seconds = artifact.compile_seconds
+        self.options: CodegenOptions = artifact.options
+        self.threading = artifact.threading  # the launcher of parallel loops: gomp, pthread, serial
+        self.num_threads = artifact.num_threads
         self._engine = engine  # owns the machine code: keep it as long as the kernel
-        self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(func.params))(address)
+        self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(self.func.params))(address)
         # Workspaces hold intermediates while a call runs, so two calls running at once must
         # not share them. One set per thread, reused by its calls: allocating them per call
         # costs more (bench/threads.py measures it) and a lock would serialise the calls.
         self._per_thread = local()
 
-    def _fresh(self, buffer) -> np.ndarray:
+    def _fresh(self, buffer, poison: bool) -> np.ndarray:
         """An output array: NaN-filled when poisoning (see ``CodegenOptions.poison``)."""
-        if self.options.poison:
+        if poison:
             return np.full(buffer.shape, np.nan, dtype=buffer.dtype)
         return np.empty(buffer.shape, dtype=buffer.dtype)
 
@@ -64,31 +67,48 @@ class Kernel:
         """Host assembly of the optimised module."""
         return assembly(self.optimized_ir, self.options.opt_level)
 
-    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Run on ``inputs``; returns freshly allocated outputs in ``func.outputs`` order."""
+    def __call__(self, *inputs: np.ndarray, poison: Optional[bool] = None) -> list[np.ndarray]:
+        """Run on ``inputs``; returns freshly allocated outputs in ``func.outputs`` order.
+
+        ``poison=True`` fills the outputs and workspaces with NaN before this run (default:
+        ``options.poison``), so that a kernel which reads memory it never wrote shows it.
+        Scratch buffers allocated inside the machine code are poisoned only by kernels
+        compiled with ``CodegenOptions(poison=True)``.
+        """
+        poison = self.options.poison if poison is None else poison
         self._check(inputs, self.func.inputs, "input", first_position=0)
-        outputs = [self._fresh(b) for b in self.func.outputs]
+        outputs = [self._fresh(b, poison) for b in self.func.outputs]
         workspaces = self._workspaces()
-        self._enter(workspaces)
+        self._enter(workspaces, poison=poison)
         self._function(*self._pointers(list(inputs) + outputs, workspaces))
         return outputs
 
-    def run(self, *arrays: np.ndarray) -> None:
-        """Run on inputs followed by outputs, writing the outputs in place."""
+    def run(self, *arrays: np.ndarray, poison: Optional[bool] = None) -> None:
+        """Run on inputs followed by outputs, writing the outputs in place (``poison`` as in
+        ``__call__``)."""
+        poison = self.options.poison if poison is None else poison
         checked = self._checked_arguments(arrays)
         workspaces = self._workspaces()
-        self._enter(workspaces, checked[len(self.func.inputs):])
+        self._enter(workspaces, checked[len(self.func.inputs):], poison=poison)
         self._function(*self._pointers(checked, workspaces))
 
     def time(self, *arrays: np.ndarray, number: Optional[int] = None, repeat: int = 5,
              min_repeat_seconds: float = 0.05) -> float:
-        """Median seconds per run, as TVM's time_evaluator measures it (``median_seconds``).
+        """Median seconds per run, as TVM's time_evaluator measures it: the median of
+        ``timings``."""
+        return median(self.timings(*arrays, number=number, repeat=repeat,
+                                   min_repeat_seconds=min_repeat_seconds))
+
+    def timings(self, *arrays: np.ndarray, number: Optional[int] = None, repeat: int = 5,
+                min_repeat_seconds: float = 0.05, warm_seconds: Optional[float] = None) -> list[float]:
+        """Seconds per run in each of ``repeat`` repeats (``timing.repeat_seconds``).
 
         ``arrays`` are the inputs (outputs are then allocated) or inputs and outputs. After a
         warm-up run, ``number`` (default: doubled until one repeat lasts at least
-        ``min_repeat_seconds``) back-to-back runs are timed together, ``repeat`` times; the
-        result is the median over repeats of elapsed / number. Arguments are checked once,
-        before timing; the runs use the calling thread's workspaces.
+        ``min_repeat_seconds``) back-to-back runs are timed together, ``repeat`` times; each
+        repeat gives elapsed / number; ``warm_seconds``, the time of a run just made, stands
+        for the warm-up. Arguments are checked once, before timing; the runs use the calling
+        thread's workspaces.
         """
         if len(arrays) == len(self.func.inputs):
             self._check(arrays, self.func.inputs, "input", first_position=0)
@@ -99,9 +119,10 @@ class Kernel:
         workspaces = self._workspaces()
         pointers = self._pointers(self._checked_arguments(arrays), workspaces)
         function = self._function
-        self._enter(workspaces)
-        return median_seconds(lambda: function(*pointers), repeat=repeat,
-                              min_repeat_seconds=min_repeat_seconds, number=number)
+        self._enter(workspaces, poison=False)
+        return repeat_seconds(lambda: function(*pointers), repeat=repeat,
+                              min_repeat_seconds=min_repeat_seconds, number=number,
+                              warm_seconds=warm_seconds)
 
     def _workspaces(self) -> list[np.ndarray]:
         """The calling thread's workspaces, allocated on its first call."""
@@ -112,11 +133,11 @@ class Kernel:
             self._per_thread.arrays = arrays
             return arrays
 
-    def _enter(self, workspaces: Sequence[np.ndarray],
-               outputs: Sequence[np.ndarray] = ()) -> None:
+    def _enter(self, workspaces: Sequence[np.ndarray], outputs: Sequence[np.ndarray] = (), *,
+               poison: bool = False) -> None:
         if self.threading == "gomp":
             enter_gomp()
-        if self.options.poison:  # a run must not see what an earlier run left behind
+        if poison:  # a run must not see what an earlier run left behind
             for array in list(workspaces) + list(outputs):
                 array.fill(np.nan)
 

@@ -2,7 +2,9 @@
 schedule. Produced by ``metasched.lang.parse``; immutable."""
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 from typing import Optional
 
@@ -112,6 +114,31 @@ class Workload:
 
     def __hash__(self) -> int:
         return hash((self.name, tuple(sorted(self.params.items())), self.inputs, self.statements))
+
+    @cached_property
+    def canonical_text(self) -> str:
+        """The program with its parameters bound, in one fixed layout: name, parameters, every
+        tensor's shape and dtype, every statement's axes with their extents, reduction and body.
+        Two workloads have the same text exactly when they are the same program (comments,
+        spacing and the order of keyword parameters do not show); its hash is ``key``."""
+        def axes(axes: tuple[Axis, ...]) -> str:
+            return ", ".join(f"{a.name}:{a.extent}" for a in axes)
+
+        params = ", ".join(f"{k} = {v}" for k, v in sorted(self.params.items()))
+        lines = [f"workload {self.name}({params})"]
+        lines += [f"input {t.name}: {t.dtype}{list(t.shape)}" for t in self.inputs]
+        for s in self.statements:
+            op = f"{s.reduce_op} over [{axes(s.reduce_axes)}]" if s.is_reduction else "="
+            role = "output" if s.is_output else "intermediate"
+            lines.append(f"{role} {s.name}: {s.dtype}[{axes(s.axes)}] {op} {s.body}")
+        return "\n".join(lines) + "\n"
+
+    @cached_property
+    def key(self) -> str:
+        """A stable identity of the bound program: the first 24 hex digits of the SHA-256 of
+        ``canonical_text``, the same in every process and on every machine (unlike ``hash``,
+        which Python salts per process). The tuning database finds a workload's records by it."""
+        return hashlib.sha256(self.canonical_text.encode()).hexdigest()[:24]
 
     @property
     def outputs(self) -> tuple[TensorDecl, ...]:
