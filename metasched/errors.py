@@ -45,20 +45,23 @@ class ScheduleError(MetaschedError):
 class TraceError(MetaschedError, ValueError):
     """A trace is malformed: its text, its JSON form or a decision given to it. ``line`` and
     ``column`` (1-based) locate the mistake in a trace's text; both are 0 when there is no text,
-    and then the message stands alone."""
+    and then the message stands alone. ``file`` names the file the trace was read from."""
 
     def __init__(self, message: str, line: int = 0, column: int = 0,
-                 source_line: Optional[str] = None) -> None:
+                 source_line: Optional[str] = None, file: str = "") -> None:
         self.message = message
         self.line = line
         self.column = column
         self.source_line = source_line
+        self.file = file
         super().__init__(self._render())
 
     def _render(self) -> str:
         if not self.line:
-            return self.message
-        text = f"line {self.line}, column {self.column}: {self.message}"
+            return f"{self.file}: {self.message}" if self.file else self.message
+        where = f"{self.file}:{self.line}:{self.column}" if self.file else \
+            f"line {self.line}, column {self.column}"
+        text = f"{where}: {self.message}"
         if self.source_line is not None:
             text += "\n    " + self.source_line.rstrip("\n")
             text += "\n    " + " " * max(self.column - 1, 0) + "^"
@@ -76,3 +79,9 @@ class KernelArgumentError(MetaschedError, ValueError):
 
 class MismatchError(MetaschedError, AssertionError):
     """A kernel's outputs differ from the reference beyond the documented tolerance."""
+
+
+class DatabaseError(MetaschedError):
+    """A tuning database cannot be opened, read or written: the file is not a metasched
+    database, is damaged or was made by a newer metasched, or a stored entry cannot be read
+    back. The message names the file and, for a stored entry, the record or workload."""

@@ -23,8 +23,10 @@ never an object, so the two cannot be confused. Decisions are keyed by instructi
 from __future__ import annotations
 
 import difflib
+import json
 import numbers
-from typing import Any, Iterator, Mapping
+import os
+from typing import Any, Iterator, Mapping, Union
 
 from metasched.errors import TraceError
 from metasched.ir.limits import INT64_MAX, INT64_MIN, fits_int64
@@ -114,6 +116,36 @@ class Trace:
 
         Raises ``TraceError`` for an unknown version or kind and for any malformed entry."""
         return _JsonReader().read(obj)
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Write the trace to ``path``: its JSON form when the name ends with ``.json``, else
+        its text form, which reads like the Python that made it and is meant to be edited."""
+        path = os.fspath(path)
+        text = (json.dumps(self.to_json(), indent=1) if path.endswith(".json") else str(self)) + "\n"
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(text)
+
+    @classmethod
+    def load(cls, path: Union[str, os.PathLike]) -> Trace:
+        """The trace in the file ``path``, in either form (JSON when its first character is
+        ``{``). Raises ``TraceError`` naming the file (and the line and column of a mistake in
+        the text form), also when it cannot be read."""
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise TraceError(f"cannot read the trace: {err}", file=path) from None
+        try:
+            if text.lstrip().startswith("{"):
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as err:
+                    raise TraceError(f"not valid JSON: {err}") from None
+                return cls.from_json(obj)
+            return cls.parse(text)
+        except TraceError as err:
+            raise TraceError(err.message, err.line, err.column, err.source_line, file=path) from None
 
     def with_decision(self, index: int, decision: Any) -> Trace:
         """The same trace with the decision of sampling instruction ``index`` replaced (a list
