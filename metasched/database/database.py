@@ -1,0 +1,261 @@
+"""``Database``: tuning records that survive crashes and are found again by workload and target.
+
+Each ``commit`` is its own transaction, written to disk before it returns, so a tuner killed at
+any moment loses nothing it committed, and several processes may commit to one file at once.
+The file format (and why it is safe to share) is in ``metasched.database.schema``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+import statistics
+import time
+from contextlib import contextmanager
+from typing import Iterator, Optional, Sequence, Union
+
+from metasched.errors import DatabaseError, ParseError
+from metasched.lang import Workload, parse
+from metasched.schedule import Trace
+from metasched.database.records import (
+    RECORD_COLUMNS,
+    Record,
+    WorkloadSummary,
+    check_result,
+    check_trace,
+    program_key,
+    record_from_row,
+    software_versions,
+)
+from metasched.database.schema import connect
+from metasched.database.target import Target
+
+WorkloadRef = Union[Workload, str]  # a workload, or its key
+
+
+class Database:
+    """A durable tuning database in the SQLite file at ``path`` (``":memory:"``: in memory).
+
+    The file is created when missing and refused (``DatabaseError``, the file left as it was)
+    when it is not a metasched database, is damaged or was made by a newer metasched. Use it
+    as a context manager, or ``close()`` it."""
+
+    def __init__(self, path: Union[str, os.PathLike]) -> None:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError(f"Database needs a file path (str or os.PathLike) or ':memory:', "
+                            f"not {type(path).__name__}")
+        self.path = os.fsdecode(path)
+        self._connection: Optional[sqlite3.Connection] = connect(self.path)
+
+    def close(self) -> None:
+        """Closes the file; closing twice is harmless."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Database {self.path}{' (closed)' if self._connection is None else ''}>"
+
+    def __len__(self) -> int:
+        """The number of records."""
+        return self._query("SELECT COUNT(*) FROM records")[0][0]
+
+    def add_workload(self, workload: Workload) -> str:
+        """Stores ``workload`` (name, parameters, canonical text, source) unless it is there
+        already; returns its key."""
+        _check_workload(workload)
+        with self._transaction() as connection:
+            _insert_workload(connection, workload)
+        return workload.key
+
+    def commit(self, workload: Workload, trace: Trace, *, target: Target, seconds: Sequence[float] = (),
+               error: Optional[str] = None, build_seconds: Optional[float] = None,
+               feature_version: Optional[str] = None) -> Optional[Record]:
+        """Records one result of ``trace`` on ``workload`` and ``target`` and commits it at once:
+        either ``seconds``, the run times of the repeats, or ``error``, why it failed.
+
+        Returns the new ``Record``, or None when this program is already recorded for this
+        workload and target (nothing is written then). Raises ``ValueError`` for a result that
+        has both times and an error, or neither, or a time that is not a positive finite
+        number, and for a trace with a sampling instruction left without a decision."""
+        _check_workload(workload)
+        check_trace(trace)
+        _check_target(target)
+        times = check_result(seconds, error, build_seconds)
+        if feature_version is not None and not isinstance(feature_version, str):
+            raise ValueError(f"feature_version is None or a string, not {feature_version!r}")
+        record = Record(0, workload.key, trace, program_key(trace), times, error, target,
+                        None if build_seconds is None else float(build_seconds), time.time(),
+                        software_versions(), feature_version)
+        with self._transaction() as connection:
+            _insert_workload(connection, workload)
+            cursor = connection.execute(
+                "INSERT INTO records (workload, program, trace, seconds, error, target_key, target, build_seconds, "
+                "created, versions, feature_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (workload, target_key, program) DO NOTHING",
+                (record.workload_key, record.program, _dump(trace.to_json()), _dump(list(times)), error,
+                 target.key, _dump(target.to_json()), record.build_seconds, record.created,
+                 _dump(record.versions), feature_version))
+            if cursor.rowcount == 0:
+                return None
+        return dataclasses.replace(record, id=cursor.lastrowid)
+
+    def measured(self, workload: WorkloadRef, target: Target) -> set[str]:
+        """The program keys recorded for ``workload`` on a target compatible with ``target``,
+        failed programs included: what need not be measured again."""
+        rows = self._query("SELECT program FROM records WHERE workload = ? AND target_key = ?",
+                           (_key(workload), _target_key(target)))
+        return {program for (program,) in rows}
+
+    def has(self, workload: WorkloadRef, trace: Trace, target: Target) -> bool:
+        """Whether the program of ``trace`` is recorded for ``workload`` on a compatible target."""
+        rows = self._query("SELECT 1 FROM records WHERE workload = ? AND target_key = ? AND program = ?",
+                           (_key(workload), _target_key(target), program_key(trace)))
+        return bool(rows)
+
+    def records(self, workload: WorkloadRef, target: Optional[Target] = None) -> list[Record]:
+        """The records of ``workload``, oldest first; with ``target``, only those measured on a
+        compatible one."""
+        where, values = "workload = ?", (_key(workload),)
+        if target is not None:
+            where, values = where + " AND target_key = ?", values + (_target_key(target),)
+        rows = self._query(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE {where} ORDER BY id", values)
+        return [record_from_row(row, self.path) for row in rows]
+
+    def best(self, workload: WorkloadRef, target: Target) -> Optional[Record]:
+        """The successful record of ``workload`` with the smallest median time among those
+        measured on a target compatible with ``target`` (the earlier one on a tie); None when
+        there is none. Records of other CPUs or thread counts are never compared."""
+        rows = self._query("SELECT id, seconds FROM records WHERE workload = ? AND target_key = ? "
+                           "AND error IS NULL ORDER BY id", (_key(workload), _target_key(target)))
+        if not rows:
+            return None
+        best_id = min(rows, key=lambda row: (self._median(*row), row[0]))[0]
+        row = self._query(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE id = ?", (best_id,))[0]
+        return record_from_row(row, self.path)
+
+    def _median(self, record_id: int, seconds: str) -> float:
+        try:
+            return statistics.median(float(t) for t in json.loads(seconds))
+        except (ValueError, TypeError, statistics.StatisticsError) as e:
+            raise DatabaseError(f"{self.path}: record {record_id} is damaged: its run times {seconds!r} "
+                                f"cannot be read ({e})") from None
+
+    def workloads(self) -> list[WorkloadSummary]:
+        """Every workload stored, by name, with how many records each has."""
+        rows = self._query("SELECT w.key, w.name, w.params, COUNT(r.id) FROM workloads AS w "
+                           "LEFT JOIN records AS r ON r.workload = w.key GROUP BY w.key ORDER BY w.name, w.created")
+        return [WorkloadSummary(key, name, self._params(key, params), count) for key, name, params, count in rows]
+
+    def workload(self, key_or_name: str) -> Workload:
+        """The stored workload of that key (or of that name, when only one has it), parsed
+        again from its stored source. ``DatabaseError`` when there is none or several, when it
+        was stored without its source, and when the source no longer gives the same program."""
+        rows = self._query("SELECT key, name, params, source FROM workloads WHERE key = ? OR name = ? "
+                           "ORDER BY key = ? DESC, created", (key_or_name, key_or_name, key_or_name))
+        if not rows:
+            raise DatabaseError(f"{self.path} has no workload whose key or name is {key_or_name!r}")
+        if rows[0][0] != key_or_name and len(rows) > 1:
+            listed = "; ".join(f"{key} {self._params(key, params)}" for key, _, params, _ in rows)
+            raise DatabaseError(f"{self.path} has {len(rows)} workloads named {key_or_name!r}; "
+                                f"pass the key of one: {listed}")
+        key, name, params, source = rows[0]
+        return self._rebuild(key, name, self._params(key, params), source)
+
+    def _rebuild(self, key: str, name: str, params: dict[str, int], source: str) -> Workload:
+        where = f"workload {name} ({key}) in {self.path}"
+        if not source:
+            raise DatabaseError(f"{where} was stored without its source text, so it cannot be rebuilt")
+        try:
+            workload = parse(source, name, **params)
+        except ParseError as e:
+            raise DatabaseError(f"{where}: its stored source no longer parses: {e}") from None
+        if workload.key != key:
+            raise DatabaseError(f"{where}: its stored source now gives another program (key {workload.key}); "
+                                "it was stored by a metasched whose language or canonical form differs")
+        return workload
+
+    def _params(self, key: str, text: str) -> dict[str, int]:
+        try:
+            params = json.loads(text)
+        except ValueError as e:
+            raise DatabaseError(f"{self.path}: workload {key} is damaged: its parameters {text!r} "
+                                f"cannot be read ({e})") from None
+        if not isinstance(params, dict):
+            raise DatabaseError(f"{self.path}: workload {key} is damaged: its parameters {text!r} are not an object")
+        return params
+
+    def _live(self) -> sqlite3.Connection:
+        if self._connection is None:
+            raise DatabaseError(f"the database {self.path} is closed")
+        return self._connection
+
+    def _query(self, sql: str, values: tuple = ()) -> list[tuple]:
+        with self._sqlite_errors():
+            return self._live().execute(sql, values).fetchall()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction, committed when the block ends and rolled back if it raises.
+        ``BEGIN IMMEDIATE`` takes the write lock at once (waiting for another writer), so two
+        processes never both read and then fail to upgrade to writing."""
+        connection = self._live()
+        with self._sqlite_errors():
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                yield connection
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise DatabaseError(f"{self.path}: {e}") from None
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _insert_workload(connection: sqlite3.Connection, workload: Workload) -> None:
+    # A workload stored without its source gains it when it comes again with one.
+    connection.execute(
+        "INSERT INTO workloads (key, name, params, canonical, source, created) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET source = excluded.source WHERE workloads.source = ''",
+        (workload.key, workload.name, json.dumps(workload.params), workload.canonical_text, workload.source,
+         time.time()))
+
+
+def _check_workload(workload: object) -> None:
+    if not isinstance(workload, Workload):
+        raise TypeError(f"expected a metasched Workload, not {type(workload).__name__}")
+
+
+def _check_target(target: object) -> None:
+    if not isinstance(target, Target):
+        raise TypeError(f"a record's target is a metasched.database.Target, not {type(target).__name__}")
+
+
+def _key(workload: WorkloadRef) -> str:
+    if isinstance(workload, Workload):
+        return workload.key
+    if isinstance(workload, str):
+        return workload
+    raise TypeError(f"expected a Workload or a workload's key, not {type(workload).__name__}")
+
+
+def _target_key(target: Target) -> str:
+    _check_target(target)
+    return target.key

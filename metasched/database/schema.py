@@ -1,0 +1,199 @@
+"""The SQLite file behind ``Database``: how one is recognised, opened, created and migrated.
+
+A metasched database is an SQLite file whose header carries ``APPLICATION_ID`` (so that no
+other program's file is taken for ours) and, as ``user_version``, its schema version. Opening
+looks at a file before anything writes to it: a file that is not SQLite, another program's
+database, a damaged file and one made by a newer metasched are refused and left as they were.
+An empty or new file gets the version-1 schema and then every migration, the path an old file
+takes too, so each migration runs whenever a database is created.
+
+The file is in write-ahead-log mode with ``synchronous=FULL``: a record is on disk when its
+commit returns, so neither a killed process nor a power cut loses it (NORMAL would survive a
+killed process but not a power cut; one fsync per measured program costs little next to its
+build and measurement). Writers take the lock at ``BEGIN IMMEDIATE`` and wait up to
+``BUSY_TIMEOUT_SECONDS`` for it, so several tuners can share one file.
+
+Schema version 1::
+
+    workloads(key TEXT PRIMARY KEY, name, params JSON, canonical, source, created)
+    records(id INTEGER PRIMARY KEY AUTOINCREMENT, workload REFERENCES workloads, program, trace JSON,
+            seconds JSON, error, target_key, target JSON, build_seconds, created, versions JSON,
+            feature_version, UNIQUE(workload, target_key, program))
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Callable
+
+from metasched.errors import DatabaseError
+
+APPLICATION_ID = 0x4D534348  # "MSCH" in the SQLite header marks a metasched database
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 30.0
+
+# MIGRATIONS[v] turns a version-v database into a version v+1 one, inside the transaction
+# that opening runs them in; add one here with every change of the schema.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+
+_VERSION_1 = (
+    """CREATE TABLE workloads (
+        key TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        params TEXT NOT NULL,
+        canonical TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created REAL NOT NULL)""",
+    """CREATE TABLE records (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        workload TEXT NOT NULL REFERENCES workloads(key),
+        program TEXT NOT NULL,
+        trace TEXT NOT NULL,
+        seconds TEXT NOT NULL,
+        error TEXT,
+        target_key TEXT NOT NULL,
+        target TEXT NOT NULL,
+        build_seconds REAL,
+        created REAL NOT NULL,
+        versions TEXT NOT NULL,
+        feature_version TEXT,
+        -- its index also finds a workload's records on one target
+        UNIQUE (workload, target_key, program))""",
+)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """A connection in autocommit mode to the metasched database at ``path`` (``":memory:"``
+    for one in memory), which is created, or migrated to ``SCHEMA_VERSION``, as needed.
+
+    Raises ``DatabaseError`` naming ``path`` for a directory, a missing or unwritable directory,
+    a file that is not an SQLite database or is another program's, a damaged file and one
+    made by a newer metasched; none of these files is modified."""
+    _check_path(path)
+    try:
+        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+    except sqlite3.Error as e:
+        raise DatabaseError(f"cannot open the database {path}: {e}") from None
+    try:
+        _prepare(connection, path)
+    except sqlite3.Error as e:
+        connection.close()
+        raise DatabaseError(f"cannot open the database {path}: {_explain(e)}") from None
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _check_path(path: str) -> None:
+    """Refuses what SQLite would misread or fail on with a vague message: a directory, a
+    missing or read-only place, a file that does not start as an SQLite database does."""
+    if path == ":memory:":
+        return
+    if os.path.isdir(path):
+        raise DatabaseError(f"{path} is a directory, not a database file")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise DatabaseError(f"cannot open the database {path}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        # SQLite keeps its write-ahead log and shared-memory index next to the file.
+        raise DatabaseError(f"cannot open the database {path}: the directory {directory} is not writable")
+    if not os.path.exists(path):
+        return
+    try:
+        with open(path, "rb") as file:
+            header = file.read(len(_SQLITE_MAGIC))
+    except OSError as e:
+        raise DatabaseError(f"cannot read the database {path}: {e.strerror or e}") from None
+    if header and header != _SQLITE_MAGIC:
+        raise DatabaseError(f"{path} is not a metasched database: it is not an SQLite database "
+                            f"(it starts with {header[:8]!r}); nothing was written to it")
+    if not os.access(path, os.W_OK):
+        raise DatabaseError(f"cannot open the database {path}: the file is not writable")
+
+
+def _explain(error: sqlite3.Error) -> str:
+    message = str(error)
+    if "file is not a database" in message:
+        return "it is not an SQLite database"
+    if "malformed" in message:
+        return f"the file is damaged ({message}); restore it from a backup or start a new file"
+    return message
+
+
+def _prepare(connection: sqlite3.Connection, path: str) -> None:
+    version = _inspect(connection, path)
+    if version:
+        _check_integrity(connection, path)
+    mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if mode not in ("wal", "memory"):
+        raise DatabaseError(f"cannot open the database {path}: SQLite cannot keep a write-ahead log there "
+                            f"(journal mode stays {mode!r}); put the file on a local file system")
+    connection.execute("PRAGMA synchronous = FULL")
+    connection.execute("PRAGMA foreign_keys = ON")
+    if version < SCHEMA_VERSION:
+        _upgrade(connection, path)
+
+
+def _inspect(connection: sqlite3.Connection, path: str) -> int:
+    """The schema version of the metasched database ``connection`` reads, 0 for an empty file;
+    ``DatabaseError`` for another program's database or a newer metasched's. Only reads."""
+    application_id = connection.execute("PRAGMA application_id").fetchone()[0]
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    if application_id == APPLICATION_ID:
+        if version > SCHEMA_VERSION:
+            raise DatabaseError(f"{path} was made by a newer metasched: schema {version}, this one reads up to "
+                                f"{SCHEMA_VERSION}; upgrade metasched to use it (the file was not changed)")
+        if version < 1:
+            raise DatabaseError(f"{path} is damaged: it is marked as a metasched database but has no schema version")
+        return version
+    names = [name for (name,) in connection.execute("SELECT name FROM sqlite_master ORDER BY name")]
+    if application_id == 0 and version == 0 and not names:
+        return 0
+    raise DatabaseError(f"{path} is not a metasched database: it is an SQLite database of another program "
+                        f"(application_id {application_id:#x}, user_version {version}, "
+                        f"{len(names)} schema object{'s' * (len(names) != 1)}: {', '.join(names[:5]) or 'none'}); "
+                        "nothing was written to it")
+
+
+def _check_integrity(connection: sqlite3.Connection, path: str) -> None:
+    problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
+    if problems != ["ok"]:
+        raise DatabaseError(f"{path} is damaged: SQLite's quick_check finds {'; '.join(problems[:3])}"
+                            f"{' ...' if len(problems) > 3 else ''}. Restore it from a backup or start a new "
+                            "file; nothing was written to it")
+
+
+def _upgrade(connection: sqlite3.Connection, path: str) -> None:
+    """Creates the schema in an empty file, or migrates an older one, in one transaction."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        version = _inspect(connection, path)  # another process may have done it while we waited
+        if version == 0:
+            for statement in _VERSION_1:
+                connection.execute(statement)
+            connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            version = 1
+        while version < SCHEMA_VERSION:
+            _migrate(connection, path, version)
+            version += 1
+        connection.execute(f"PRAGMA user_version = {version}")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _migrate(connection: sqlite3.Connection, path: str, version: int) -> None:
+    migration = MIGRATIONS.get(version)
+    if migration is None:
+        raise DatabaseError(f"cannot open {path}: this metasched has no migration from schema {version} "
+                            f"to {version + 1} (the file was not changed)")
+    try:
+        migration(connection)
+    except sqlite3.Error as e:
+        raise DatabaseError(f"cannot open {path}: migrating it from schema {version} to {version + 1} "
+                            f"failed: {e} (the file was not changed)") from None
