@@ -4,6 +4,8 @@ schedule verifier (``metasched.space.postprocs``) read programs through these, s
 agree on what an access is."""
 from __future__ import annotations
 
+import functools
+
 from typing import Iterator, Optional
 
 from metasched.ir.analysis import free_vars, walk
@@ -28,13 +30,17 @@ def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
     return canonical(total)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def canonical(expr: Expr) -> Expr:
     """An equal index expression in canonical form: a sum of ``coefficient * atom`` in a fixed
     order, in which ``(a // c) * c + a % c`` has become ``a`` (what flattening the indices of a
-    fused loop produces; recognising it turns gathers back into contiguous accesses)."""
+    fused loop produces; recognising it turns gathers back into contiguous accesses).
+    Memoised, as ``linear_in`` is: code generation asks both of the same indices again and
+    again (each unrolled copy of a loop body holds the same expressions)."""
     return from_terms(index_terms(expr))
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def linear_in(expr: Expr, var: str) -> Optional[tuple[int, Expr]]:
     """``expr`` as ``coefficient * var + rest`` with an int coefficient and ``rest`` free of
     ``var``, or None when ``var`` enters non-linearly (``//``, ``%``, ``max``, a product with a

@@ -2,6 +2,8 @@
 affine forms and interval bounds of index expressions."""
 from __future__ import annotations
 
+import functools
+
 from typing import Callable, Iterator, Mapping, Optional
 
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Neg, Var, children, rebuild
@@ -39,9 +41,11 @@ def substitute(expr: Expr, mapping: Mapping[str, Expr]) -> Expr:
     return transform(expr, lambda e: mapping.get(e.name) if isinstance(e, Var) else None)
 
 
-def free_vars(expr: Expr) -> set[str]:
-    """Names of the variables ``expr`` reads."""
-    return {e.name for e in walk(expr) if isinstance(e, Var)}
+@functools.lru_cache(maxsize=1 << 14)
+def free_vars(expr: Expr) -> frozenset[str]:
+    """Names of the variables ``expr`` reads. Memoised: code generation asks it of the same
+    expressions again and again (each unrolled copy of a loop body holds the same ones)."""
+    return frozenset(e.name for e in walk(expr) if isinstance(e, Var))
 
 
 def loads(expr: Expr) -> list[Load]:
