@@ -26,9 +26,9 @@ _DIRECT = {
     "database": {"schedule", "lang"},
     "measure": {"codegen", "schedule"},
     "search": {"space", "database", "schedule"},
-    "tune": {"search", "measure", "database", "space", "codegen", "schedule"},
+    "tune": {"search", "measure", "database", "space", "codegen", "schedule", "workloads", "timing"},
     "workloads": {"lang"},
-    "build": {"codegen", "schedule", "lang", "lower"},
+    "build": {"codegen", "schedule", "lang", "lower", "database", "tune"},
     "handwritten": {"schedule", "lang"},
 }
 TOP = {"cli", "testing", "__init__", "__main__"}  # may use every layer

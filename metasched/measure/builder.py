@@ -1,0 +1,77 @@
+"""``Builder``: traces → compiled artifacts, in parallel worker processes, each build under a
+time limit. A build that fails (its trace no longer replays, the code generator refuses it, its
+worker crashes or it overruns the limit) is a failed result with the reason, never an
+exception."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from metasched.codegen import Artifact, CodegenOptions, available_cores, compile_artifact
+from metasched.ir.stmt import PrimFunc
+from metasched.lang.workload import Workload
+from metasched.measure.worker import WorkerPool
+from metasched.schedule import Trace, replay
+
+# A test-only hook, run in the worker between lowering and compiling: it may return another
+# loop program or misbehave (sleep, crash) to show how the tuner copes. A module-level function.
+BuildHook = Callable[[Workload, Trace, PrimFunc], PrimFunc]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """One trace's build: the ``artifact``, or ``error`` saying why there is none; ``seconds``
+    is the wall time its worker spent (replay, lowering, compiling)."""
+
+    artifact: Optional[Artifact]
+    error: Optional[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def build_trace(workload: Workload, trace_json: dict, options: CodegenOptions,
+                hook: Optional[BuildHook] = None) -> Artifact:
+    """Replay a trace (post-processing included, as recorded), lower it and compile it: what
+    a builder worker runs."""
+    trace = Trace.from_json(trace_json)
+    func = replay(workload, trace).lower()
+    if hook is not None:
+        func = hook(workload, trace, func)
+    return compile_artifact(func, options)
+
+
+class Builder:
+    """Compiles candidates in ``workers`` spawned processes (default: one per core), each build
+    limited to ``timeout`` seconds. Use as a context manager, or ``close()`` it."""
+
+    def __init__(self, workers: int = 0, timeout: float = 30.0,
+                 options: Optional[CodegenOptions] = None, hook: Optional[BuildHook] = None) -> None:
+        if timeout <= 0:
+            raise ValueError(f"the build time limit must be positive, got {timeout}")
+        self.options = options or CodegenOptions()
+        self.timeout = timeout
+        self.hook = hook
+        self._pool = WorkerPool(workers or available_cores(), "metasched-builder")
+
+    def start(self) -> None:
+        """Start the worker processes now rather than at the first build."""
+        self._pool.start()
+
+    def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
+        """Build each trace; results in the order of ``traces``."""
+        tasks = [(workload, trace.to_json(), self.options, self.hook) for trace in traces]
+        outcomes = self._pool.map(build_trace, tasks, self.timeout, what="build")
+        return [BuildResult(o.value, None if o.ok else f"build: {o.error}", o.seconds)
+                for o in outcomes]
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Builder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

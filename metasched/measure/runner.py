@@ -1,0 +1,137 @@
+"""``Runner``: artifacts → checked run times, one at a time in an isolated worker process.
+
+Each kernel first runs once on random inputs with its outputs and workspaces filled with NaN,
+and its outputs are compared with the numpy reference (the tolerance rule of
+``assert_outputs_close``); only a kernel that computes the right answer is timed, in the style
+of TVM's ``time_evaluator``. A kernel that crashes its process, hangs, or computes a wrong
+answer is a failed result with the reason; the worker is replaced and the next one runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from metasched.codegen import Artifact, load_kernel
+from metasched.errors import MismatchError
+from metasched.lang import assert_outputs_close
+from metasched.lang.workload import Workload
+from metasched.measure.worker import WorkerPool
+
+# A test-only hook, run in the worker after loading a kernel and before running it: it may
+# misbehave (crash, hang) to show how the tuner copes. A module-level function.
+RunHook = Callable[[Artifact], None]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One kernel's measurement: ``seconds`` per run in each repeat, or ``error`` saying why
+    there are none."""
+
+    seconds: tuple[float, ...]
+    error: Optional[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def median(self) -> Optional[float]:
+        if not self.seconds:
+            return None
+        ordered = sorted(self.seconds)
+        return ordered[len(ordered) // 2]
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How a kernel is timed: after a warm-up run, ``repeat`` repeats of ``number`` back-to-back
+    runs (``number`` None: enough to last ``min_repeat_seconds``).
+
+    A clear loser is timed once: when one warm run takes ``slow_factor`` times the best median
+    so far (``Runner.run``'s ``best``) or longer, that run is its measurement, because timing
+    it properly would cost more than the answer is worth (were it the best after all, the
+    tuner times it again in full)."""
+
+    repeat: int = 3
+    number: Optional[int] = None
+    min_repeat_seconds: float = 0.02
+    slow_factor: float = 3.0
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1 or (self.number is not None and self.number < 1):
+            raise ValueError(f"repeat and number must be positive, got {self.repeat} and {self.number}")
+
+
+# In a runner worker: each workload's inputs and reference outputs, made once.
+_REFERENCES: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+
+
+def _reference(workload: Workload, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    key = f"{workload.key}:{seed}"
+    if key not in _REFERENCES:
+        inputs = workload.random_inputs(seed=seed)
+        # On one BLAS thread: a pool of BLAS threads would keep spinning after the reference
+        # is made, and a kernel timed meanwhile would wait for the cores (see timing.py).
+        with threadpool_limits(limits=1):
+            _REFERENCES[key] = (inputs, workload.reference(*inputs))
+    return _REFERENCES[key]
+
+
+def run_artifact(workload: Workload, artifact: Artifact, config: TimingConfig, seed: int,
+                 best: Optional[float] = None, hook: Optional[RunHook] = None) -> tuple[float, ...]:
+    """Load, check and time one kernel: what a runner worker runs."""
+    kernel = load_kernel(artifact)
+    if hook is not None:
+        hook(artifact)
+    inputs, expected = _reference(workload, seed)
+    try:
+        assert_outputs_close(workload, kernel(*inputs, poison=True), expected)
+    except MismatchError as err:
+        raise MismatchError(f"wrong result: {err}") from None
+    # The checking run warmed the caches up; one timed run says whether it is worth more.
+    (once,) = kernel.timings(*inputs, number=1, repeat=1, warm_seconds=0.0)
+    if best is not None and once >= config.slow_factor * best:
+        return (once,)
+    return tuple(kernel.timings(*inputs, number=config.number, repeat=config.repeat,
+                                min_repeat_seconds=config.min_repeat_seconds, warm_seconds=once))
+
+
+class Runner:
+    """Times kernels one at a time in one spawned worker process (a measurement runs alone:
+    DESIGN.md, "Measuring"), each limited to ``timeout`` seconds including its check."""
+
+    def __init__(self, timeout: float = 10.0, timing: Optional[TimingConfig] = None,
+                 seed: int = 0, hook: Optional[RunHook] = None) -> None:
+        if timeout <= 0:
+            raise ValueError(f"the run time limit must be positive, got {timeout}")
+        self.timeout = timeout
+        self.timing = timing or TimingConfig()
+        self.seed = seed  # of the random inputs the outputs are checked on
+        self.hook = hook
+        self._pool = WorkerPool(1, "metasched-runner")
+
+    def start(self) -> None:
+        """Start the worker process now rather than at the first run."""
+        self._pool.start()
+
+    def run(self, workload: Workload, artifacts: Sequence[Artifact],
+            best: Optional[float] = None) -> list[RunResult]:
+        """Check and time each artifact, one after another; results in their order. ``best``,
+        the best median seconds known, lets a clear loser be timed once (``TimingConfig``)."""
+        tasks = [(workload, artifact, self.timing, self.seed, best, self.hook)
+                 for artifact in artifacts]
+        outcomes = self._pool.map(run_artifact, tasks, self.timeout, what="run")
+        return [RunResult(o.value if o.ok else (), None if o.ok else f"run: {o.error}")
+                for o in outcomes]
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,180 @@
+"""Worker processes that may die: a task that crashes its process, hangs or overruns its time
+limit becomes a failed ``Outcome``, the process is replaced, and the caller goes on.
+
+Workers are started with ``spawn``: libgomp hangs in a process forked after its threads
+started (DESIGN.md, "Measuring"). A task is a module-level function and its arguments (both
+pickled); a worker ignores Ctrl-C (its parent decides) and exits when its parent goes away.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Optional, Sequence
+
+_CONTEXT = multiprocessing.get_context("spawn")
+STARTUP_SECONDS = 120.0  # a fresh Python importing numpy and llvmlite, on a loaded machine
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one task came to: its ``value``, or ``error`` saying why there is none (the
+    exception it raised, its crash, or its time limit). ``seconds`` is its wall time."""
+
+    value: Any = None
+    error: Optional[str] = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _serve(conn: Connection) -> None:
+    """A worker's loop: run each task received, send back ("ok", value) or ("error", text)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn.send(("ready", None))
+    while True:
+        try:
+            fn, args = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            return
+        try:
+            reply = ("ok", fn(*args))
+        except Exception as err:  # the task's failure, reported to the parent as text
+            reply = ("error", _describe(err))
+        conn.send(reply)
+
+
+def _describe(err: Exception) -> str:
+    """An exception as one line: its message, or for an unexpected kind the innermost frame."""
+    from metasched.errors import MetaschedError
+
+    if isinstance(err, MetaschedError):
+        return str(err)
+    frame = traceback.extract_tb(err.__traceback__)[-1]
+    return f"{type(err).__name__}: {err} (at {frame.filename}:{frame.lineno})"
+
+
+def _exit_reason(exitcode: Optional[int]) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"crashed with {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+class Worker:
+    """One spawned process and the pipe to it; restarted on demand after it dies."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._process: Optional[multiprocessing.process.BaseProcess] = None
+        self._conn: Optional[Connection] = None
+        self._ready = False
+        self.started = 0  # how many processes this worker has started (1 + replacements)
+
+    def start(self) -> None:
+        """Start the process if it is not running; ``send`` waits until it is ready."""
+        if self._process is not None and self._process.is_alive():
+            return
+        self.stop()
+        parent, child = _CONTEXT.Pipe()
+        process = _CONTEXT.Process(target=_serve, args=(child,), name=self.name, daemon=True)
+        process.start()
+        child.close()
+        self._process, self._conn, self._ready = process, parent, False
+        self.started += 1
+
+    def send(self, fn: Callable[..., Any], args: tuple) -> None:
+        """Hand the worker a task; a new process is first waited for (its imports take a
+        moment), so that its start-up never counts against a task's time limit."""
+        self.start()
+        if not self._ready:
+            try:
+                self._ready = bool(self._conn.poll(STARTUP_SECONDS) and self._conn.recv())
+            except (EOFError, OSError):
+                self._process.join(5)
+            if not self._ready:
+                reason = (f"did not start within {STARTUP_SECONDS:g} s" if self._process.is_alive()
+                          else _exit_reason(self._process.exitcode) + " while starting")
+                self.stop()
+                raise RuntimeError(f"worker process {self.name} {reason}")
+        self._conn.send((fn, args))
+
+    @property
+    def conn(self) -> Connection:
+        return self._conn
+
+    def receive(self) -> Outcome:
+        """The reply to the task sent last (its ``seconds`` are filled in by the caller)."""
+        try:
+            status, payload = self._conn.recv()
+        except (EOFError, OSError):
+            self._process.join(5)
+            reason = _exit_reason(self._process.exitcode)
+            self.stop()
+            return Outcome(error=f"the worker {reason}")
+        return Outcome(value=payload) if status == "ok" else Outcome(error=payload)
+
+    def stop(self) -> None:
+        """Kill the process (a hung task cannot be interrupted any other way)."""
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join()
+            self._conn.close()
+        self._process = self._conn = None
+
+
+class WorkerPool:
+    """``size`` workers running tasks in parallel, each task under a time limit."""
+
+    def __init__(self, size: int, name: str) -> None:
+        if size < 1:
+            raise ValueError(f"a pool needs at least one worker, got {size}")
+        self.workers = [Worker(f"{name}-{k}") for k in range(size)]
+
+    def start(self) -> None:
+        """Start every worker now (a spawned Python takes a while to import what it needs)."""
+        for worker in self.workers:
+            worker.start()
+
+    def map(self, fn: Callable[..., Any], tasks: Sequence[tuple], timeout: float,
+            what: str = "task") -> list[Outcome]:
+        """``fn(*args)`` for each ``args`` in ``tasks``, in order, in the pool's workers. A task
+        that runs longer than ``timeout`` seconds is killed with its worker."""
+        outcomes: list[Optional[Outcome]] = [None] * len(tasks)
+        pending = list(range(len(tasks)))[::-1]
+        busy: dict[Connection, tuple[Worker, int, float]] = {}
+        idle = list(self.workers)
+        while pending or busy:
+            while pending and idle:
+                worker, index = idle.pop(), pending.pop()
+                worker.send(fn, tasks[index])
+                busy[worker.conn] = (worker, index, time.perf_counter())
+            deadline = min(started for _, _, started in busy.values()) + timeout
+            ready = wait(list(busy), max(0.0, deadline - time.perf_counter()))
+            now = time.perf_counter()
+            for conn in ready:
+                worker, index, started = busy.pop(conn)
+                outcome = worker.receive()
+                outcomes[index] = Outcome(outcome.value, outcome.error, now - started)
+                idle.append(worker)
+            for conn, (worker, index, started) in list(busy.items()):
+                if now - started >= timeout:
+                    del busy[conn]
+                    worker.stop()
+                    outcomes[index] = Outcome(error=f"the {what} took longer than its time "
+                                                    f"limit of {timeout:g} s",
+                                              seconds=now - started)
+                    idle.append(worker)
+        return outcomes
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()

@@ -1,0 +1,6 @@
+"""Tuning: ``tune()`` drives propose ▶ build ▶ measure ▶ remember for one workload, with a
+progress bar and a plot of the best speed by trial."""
+from metasched.tune.target import host_target
+from metasched.tune.tune import Trial, TuneResult, tune
+
+__all__ = ["Trial", "TuneResult", "host_target", "tune"]

@@ -1,0 +1,209 @@
+"""``tune``: propose ▶ build ▶ measure ▶ remember, for one workload, until the trial budget is
+spent. Every result goes to the database the moment it is known, so a run that is killed loses
+nothing it measured and the next run with that database goes on from there."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable, Optional, Union
+
+import numpy as np
+
+from metasched.codegen import CodegenOptions
+from metasched.database import Database, Record, Target
+from metasched.lang.workload import Workload
+from metasched.measure import Builder, Runner
+from metasched.schedule import Schedule, Trace, replay
+from metasched.search import SearchContext, SearchStrategy, make_strategy
+from metasched.space import SpaceGenerator, cpu_default
+from metasched.tune.target import host_target
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured program of a tuning run: its ``trace`` and its median ``seconds``, or the
+    ``error`` that made it a failed trial (a build or run that failed, crashed, hung, overran
+    its time limit or computed a wrong answer)."""
+
+    index: int
+    trace: Trace
+    seconds: Optional[float]
+    error: Optional[str]
+    runs: tuple[float, ...] = ()  # seconds per run of each timing repeat
+    build_seconds: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found. ``best_*`` come from the database: the fastest program ever
+    measured for this workload on this target, this run's or an earlier one's (None when none
+    ran correctly). ``history`` holds this run's trials in order."""
+
+    workload: Workload
+    target: Target
+    best_record: Optional[Record]
+    history: list[Trial] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    build_seconds: float = 0.0  # wall time spent waiting for builds
+    run_seconds: float = 0.0  # wall time spent measuring
+    earlier_trials: int = 0  # trials the database held for this workload and target at the start
+    earlier_best: Optional[Record] = None  # the best of those
+    exhausted: bool = False  # the strategy found no more new programs before the budget
+
+    @property
+    def best_trace(self) -> Optional[Trace]:
+        return self.best_record.trace if self.best_record else None
+
+    @property
+    def best_seconds(self) -> Optional[float]:
+        return self.best_record.median if self.best_record else None
+
+    @cached_property
+    def best_schedule(self) -> Optional[Schedule]:
+        return replay(self.workload, self.best_trace) if self.best_record else None
+
+    @property
+    def best_gflops(self) -> Optional[float]:
+        return self.workload.flops / self.best_seconds / 1e9 if self.best_record else None
+
+    @property
+    def failures(self) -> list[Trial]:
+        return [t for t in self.history if not t.ok]
+
+    @property
+    def overhead_share(self) -> float:
+        """The share of the wall time spent outside building and measuring."""
+        if self.wall_seconds <= 0:
+            return 0.0
+        return max(0.0, 1 - (self.build_seconds + self.run_seconds) / self.wall_seconds)
+
+
+ProgressCallback = Callable[[Trial, Optional[float]], None]
+
+
+def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.PathLike, Database] = None,
+         seed: int = 0, strategy: Union[str, SearchStrategy] = "replay", *,
+         space: Optional[SpaceGenerator] = None, options: Optional[CodegenOptions] = None,
+         batch_size: int = 8, builder: Optional[Builder] = None, runner: Optional[Runner] = None,
+         progress: Union[bool, ProgressCallback] = False) -> TuneResult:
+    """Tune ``workload`` until the database holds ``trials`` trials of it on this target.
+
+    ``trials`` is the budget of the workload on this target, counting what ``database`` (a
+    path, a ``Database``, or None for one in memory) already holds: a run that stopped early,
+    run again with the same database and seed, measures the trials it had not reached, never
+    a program already measured (a program is its trace with decisions, simplified).
+    ``strategy`` names a strategy of ``metasched.search.STRATEGIES`` or is one; ``space``
+    defaults to ``cpu_default()``; ``options`` are the code generator's (and decide the
+    target's thread count). ``builder`` and ``runner`` default to fresh ones, closed at the end.
+    ``progress``: True draws a progress bar; a callable is called with each trial and the best
+    median seconds so far.
+    """
+    if trials < 0 or batch_size < 1:
+        raise ValueError(f"trials must be >= 0 and batch_size >= 1, got {trials} and {batch_size}")
+    started = time.perf_counter()
+    db = database if isinstance(database, Database) else Database(database or ":memory:")
+    owned: list = [] if isinstance(database, Database) else [db]
+    try:
+        options = builder.options if builder else (options or CodegenOptions())
+        target = host_target(options)
+        db.add_workload(workload)
+        earlier = len(db.records(workload, target))
+        best = db.best(workload, target)
+        result = TuneResult(workload, target, best, earlier_trials=earlier, earlier_best=best)
+        if earlier < trials:
+            show = _progress(progress, workload, trials, earlier, result)
+            if builder is None:
+                builder = Builder(options=options)
+                owned.append(builder)
+            if runner is None:
+                runner = Runner()
+                owned.append(runner)
+            builder.start()
+            runner.start()
+            search = make_strategy(strategy)
+            search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
+                                       db.measured(workload, target)))
+            _Loop(workload, db, target, builder, runner, search, result, show).run(
+                trials - earlier, batch_size)
+            result.best_record = db.best(workload, target)
+    finally:
+        for thing in reversed(owned):
+            thing.close()
+    result.wall_seconds = time.perf_counter() - started
+    return result
+
+
+def _progress(progress: Union[bool, ProgressCallback], workload: Workload, trials: int,
+              earlier: int, result: TuneResult) -> Optional[ProgressCallback]:
+    if progress is True:
+        from metasched.tune.progress import ProgressBar
+        return ProgressBar(workload, trials, earlier, result)
+    return progress or None
+
+
+@dataclass
+class _Loop:
+    workload: Workload
+    db: Database
+    target: Target
+    builder: Builder
+    runner: Runner
+    search: SearchStrategy
+    result: TuneResult
+    progress: Optional[ProgressCallback]
+
+    def run(self, budget: int, batch_size: int) -> None:
+        try:
+            while len(self.result.history) < budget:
+                schedules = self.search.propose(min(batch_size, budget - len(self.result.history)))
+                if not schedules:
+                    self.result.exhausted = True
+                    return
+                seconds = [self._measure(sch, built) for sch, built in zip(schedules, self._build(schedules))]
+                self.search.notify(schedules, seconds)
+        finally:
+            if hasattr(self.progress, "close"):
+                self.progress.close()
+
+    def _build(self, schedules: list[Schedule]):
+        started = time.perf_counter()
+        built = self.builder.build(self.workload, [s.trace for s in schedules])
+        self.result.build_seconds += time.perf_counter() - started
+        return built
+
+    def _time(self, artifact, best: Optional[float] = None):
+        started = time.perf_counter()
+        (measured,) = self.runner.run(self.workload, [artifact], best)
+        self.result.run_seconds += time.perf_counter() - started
+        return measured
+
+    def _measure(self, sch: Schedule, built) -> Optional[float]:
+        """Measure one built candidate, record it, report it; its median seconds or None."""
+        runs, error = (), built.error
+        if built.ok:
+            best = self.result.best_seconds
+            measured = self._time(built.artifact, best)
+            runs, error = measured.seconds, measured.error
+            if measured.ok and (best is None or measured.median < best):
+                # A new best is timed again before it counts, so that one lucky repeat on a
+                # noisy machine does not decide it.
+                again = self._time(built.artifact)
+                runs, error = (runs + again.seconds, None) if again.ok else ((), again.error)
+        record = self.db.commit(self.workload, sch.trace, target=self.target, seconds=runs,
+                                error=error, build_seconds=built.seconds)
+        if record is not None and record.ok:
+            best = self.result.best_record
+            if best is None or record.median < best.median:
+                self.result.best_record = record
+        median = sorted(runs)[len(runs) // 2] if error is None else None
+        trial = Trial(len(self.result.history), sch.trace, median, error, tuple(runs), built.seconds)
+        self.result.history.append(trial)
+        if self.progress is not None:
+            self.progress(trial, self.result.best_seconds)
+        return median
