@@ -5,6 +5,11 @@ import numpy as np
 
 import metasched
 
+try:  # PyTorch is a yardstick, never a dependency
+    import torch
+except ImportError:
+    torch = None
+
 compile_times: list[float] = []
 
 
@@ -33,3 +38,16 @@ HEADER = ["| case | metasched | baseline | ratio | goal | met |", "|---|---|---|
 
 def environment() -> str:
     return f"numpy {np.__version__}, {metasched.codegen.host_description()}"
+
+
+def torch_baseline(wl):
+    """PyTorch's version of a workload where it has one worth comparing with, else None."""
+    if torch is None:
+        return None
+    if wl.name == "softmax":
+        return lambda x: torch.softmax(torch.from_numpy(x), dim=1)
+    if wl.name == "conv2d_bias_relu":
+        pad = wl.params["PAD"]
+        return lambda x, w, b: torch.relu(torch.nn.functional.conv2d(
+            torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=pad))
+    return None

@@ -23,16 +23,11 @@ import time
 
 import numpy as np
 
-from common import environment
+from common import environment, torch, torch_baseline
 from metasched import ScheduleError, assert_outputs_close, build, handwritten, workloads
 from metasched.space import cpu_default
 from metasched.timing import median_seconds, paired_times
 from metasched.workloads.baselines import numpy_baseline
-
-try:  # PyTorch is a yardstick, never a dependency
-    import torch
-except ImportError:
-    torch = None
 
 CASES = [("matmul_relu", dict(M=512, N=512, K=512)), ("conv2d_bias_relu", {}),
          ("softmax", dict(M=1024, N=1024)), ("reduce_cols", dict(M=4096, N=4096))]
@@ -55,18 +50,6 @@ def sampling_rate(space, wl, seconds: float = 3.0) -> tuple[float, float, dict[s
             reasons[key] = reasons.get(key, 0) + 1
     elapsed = time.perf_counter() - started
     return valid / elapsed, rejected / max(1, valid + rejected), reasons
-
-
-def torch_baseline(wl):
-    if torch is None:
-        return None
-    if wl.name == "softmax":
-        return lambda x: torch.softmax(torch.from_numpy(x), dim=1)
-    if wl.name == "conv2d_bias_relu":
-        pad = wl.params["PAD"]
-        return lambda x, w, b: torch.relu(torch.nn.functional.conv2d(
-            torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=pad))
-    return None
 
 
 def best_of(space, wl, samples: int):

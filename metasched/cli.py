@@ -6,6 +6,11 @@
     metasched demo [TARGET] [-p K=V ...]       run its hand-written schedule (the unscheduled
                                                program where there is none), check it, time it
                                                against numpy
+    metasched tune TARGET --trials N --db PATH  search for a fast program, recording every trial
+    metasched best TARGET --db PATH            the best program recorded, timed against numpy
+    metasched trace TARGET --db PATH -o FILE   save the best trace as editable text
+    metasched replay TRACE_FILE TARGET         build a trace, check it, time it against numpy
+    metasched history TARGET --db PATH         the records, newest first
 
 A TARGET is a built-in workload's name or a ``.tensor`` file (``--name`` picks one workload of
 a file that holds several); ``EPILOG`` says how the two are told apart and what the exit codes
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 import time
 from typing import NoReturn, Optional, Sequence
@@ -28,11 +34,14 @@ import numpy as np
 
 from metasched import handwritten, workloads
 from metasched.build import build
-from metasched.errors import MetaschedError, MismatchError, UnknownWorkloadError
+from metasched.codegen import Kernel
+from metasched.database import Database, Record
+from metasched.errors import DatabaseError, MetaschedError, MismatchError, UnknownWorkloadError
 from metasched.lang import Workload, assert_outputs_close, load
 from metasched.lang.reference import DEFAULT_CHUNK_BYTES
-from metasched.schedule import Schedule
-from metasched.timing import median_seconds
+from metasched.schedule import Schedule, Trace, replay
+from metasched.timing import paired_times
+from metasched.tune import host_target, tune
 from metasched.workloads.baselines import numpy_baseline
 
 EXIT_OK = 0
@@ -103,6 +112,17 @@ def _seed(text: str) -> int:
     return seed
 
 
+def _count(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: an integer >= 0")
+    return value
+
+
 def _call(wl: Workload) -> str:
     return f"{wl.name}({', '.join(f'{k}={v}' for k, v in wl.params.items())})"
 
@@ -116,6 +136,10 @@ _COMPARE_FLOAT64_ARRAYS = 5
 
 class _TooBig(MetaschedError):
     """A workload's tensors do not fit in the memory available (a user error: the sizes)."""
+
+
+class _UserError(MetaschedError):
+    """An argument that cannot work, found before any work starts."""
 
 
 def available_memory() -> Optional[int]:
@@ -210,33 +234,204 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(f"# {wl}: no hand-written schedule for {wl.name}: running the unscheduled program\n{sch}\n")
     else:
         print(f"# {wl}: hand-written schedule\n{sch}\n")
+    _check_and_time(sch, args.seed)
+    return EXIT_OK
+
+
+def _check_and_time(sch: Schedule, seed: int) -> None:
+    """Compile ``sch``, compare it with the reference, and time it against numpy in turns."""
+    wl = sch.workload
     started = time.perf_counter()
     kernel = build(sch)
     print(f"compiled in {(time.perf_counter() - started) * 1e3:.0f} ms (llvmlite, host CPU)")
-    inputs = wl.random_inputs(seed=args.seed)
-    assert_outputs_close(wl, kernel(*inputs), wl.reference(*inputs))
+    inputs = wl.random_inputs(seed=seed)
+    assert_outputs_close(wl, kernel(*inputs, poison=True), wl.reference(*inputs))
     print("outputs match the numpy reference")
-    ours = kernel.time(*inputs)
-    print(f"metasched: {ours * 1e3:9.3f} ms  {wl.flops / ours / 1e9:7.1f} GFLOP/s")
+    _report_speed(wl, kernel, inputs)
+
+
+def _report_speed(wl: Workload, kernel: Kernel, inputs: list) -> None:
+    outputs = [np.empty(b.shape, dtype=b.dtype) for b in kernel.func.outputs]
     baseline = numpy_baseline(wl)
     if baseline is None:
+        ours = kernel.time(*inputs)
+        print(f"metasched: {ours * 1e3:9.3f} ms  {wl.flops / ours / 1e9:7.1f} GFLOP/s")
         print(f"numpy:     no baseline for {wl.name} (only the built-in workloads have one)")
-    else:
-        theirs = median_seconds(lambda: baseline(*inputs))
-        print(f"numpy:     {theirs * 1e3:9.3f} ms  {wl.flops / theirs / 1e9:7.1f} GFLOP/s")
-        print(f"speed relative to numpy: {theirs / ours:.2f}x")
+        return
+    # In turns, so that a burst of load on this shared machine hits both sides alike.
+    ours, theirs, ratio = paired_times(lambda: kernel.run(*inputs, *outputs), lambda: baseline(*inputs),
+                                       rounds=5, repeat=3, min_repeat_seconds=0.02, settle_seconds=0.2)
+    print(f"metasched: {ours * 1e3:9.3f} ms  {wl.flops / ours / 1e9:7.1f} GFLOP/s")
+    print(f"numpy:     {theirs * 1e3:9.3f} ms  {wl.flops / theirs / 1e9:7.1f} GFLOP/s")
+    print(f"speed relative to numpy: {ratio:.2f}x")
+
+
+def _existing_db(path: str) -> Database:
+    """A database that must already exist (reading commands never create one)."""
+    if not os.path.exists(path):
+        raise DatabaseError(f"no tuning database at {path} (metasched tune ... --db {path} makes one)")
+    return Database(path)
+
+
+def _best(db: Database, wl: Workload, args: argparse.Namespace) -> Record:
+    record = db.best(wl, host_target())
+    if record is None:
+        others = len(db.records(wl))
+        hint = (f"; its {others} record(s) were measured elsewhere or all failed" if others
+                else f"; tune it first: {_tune_command(args)}")
+        raise DatabaseError(f"{db.path} holds no correct program of {_call(wl)} on this CPU{hint}")
+    return record
+
+
+def _tune_command(args: argparse.Namespace) -> str:
+    """The ``metasched tune`` command for the workload ``args`` name, as the user named it."""
+    words = ["metasched", "tune", shlex.quote(args.workload)]
+    if args.name:
+        words += ["--name", shlex.quote(args.name)]
+    words += [f"-p {name}={value}" for name, value in args.param]
+    return " ".join(words + ["--db", shlex.quote(args.db)])
+
+
+_PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def _check_plot_path(path: str) -> None:
+    """Refuse, before any tuning, a --plot file that could not be written."""
+    if not path.lower().endswith(_PLOT_FORMATS):
+        raise _UserError(f"--plot {path}: the file name must end with one of {', '.join(_PLOT_FORMATS)}")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise _UserError(f"--plot {path}: there is no folder {folder}")
+    try:
+        import matplotlib  # noqa: F401  (only whether it is there)
+    except ImportError:
+        raise _UserError("--plot needs matplotlib: pip install 'metasched[plot]'") from None
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    wl = _workload(args.workload, dict(args.param), args.name)
+    _check_fits(wl)
+    if args.plot:
+        _check_plot_path(args.plot)
+    with Database(args.db) as db:
+        result = tune(wl, trials=args.trials, database=db, seed=args.seed, progress=True)
+        failed = len(result.failures)
+        print(f"{_call(wl)}: {len(result.history)} new trials ({failed} failed), "
+              f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
+        if result.exhausted:
+            print("the search space ran out of programs not yet measured")
+        if args.plot:
+            from metasched.tune.plot import plot_curve
+            try:
+                plot_curve(result, args.plot)
+                print(f"curve saved to {args.plot}")
+            except (OSError, ValueError) as err:  # the trials are kept: say so, and go on
+                print(f"metasched: the curve could not be saved to {args.plot}: {err}", file=sys.stderr)
+        if result.best_record is None:
+            if not result.history and not result.earlier_trials:
+                print("nothing measured yet (--trials 0)")
+                return EXIT_OK
+            print("no trial ran correctly: no best program")
+            return EXIT_MISMATCH
+        print(f"\n# best trace (record {result.best_record.id}, "
+              f"{result.best_seconds * 1e3:.3f} ms when tuned)\n{result.best_trace}\n")
+    _check_and_time(result.best_schedule, seed=0)
+    return EXIT_OK
+
+
+def _cmd_best(args: argparse.Namespace) -> int:
+    wl = _workload(args.workload, dict(args.param), args.name)
+    _check_fits(wl)
+    with _existing_db(args.db) as db:
+        record = _best(db, wl, args)
+    print(f"# best of {_call(wl)}: record {record.id}, {record.median * 1e3:.3f} ms when tuned "
+          f"({wl.flops / record.median / 1e9:.1f} GFLOP/s)\n{record.trace}\n")
+    sch = replay(wl, record.trace)
+    print(f"# its program\n{sch}\n")
+    _check_and_time(sch, seed=0)
+    return EXIT_OK
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    wl = _workload(args.workload, dict(args.param), args.name)
+    with _existing_db(args.db) as db:
+        record = _best(db, wl, args)
+    record.trace.save(args.output)
+    print(f"saved the best trace of {_call(wl)} (record {record.id}, "
+          f"{record.median * 1e3:.3f} ms) to {args.output}")
+    return EXIT_OK
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    wl = _workload(args.workload, dict(args.param), args.name)
+    _check_fits(wl)
+    sch = replay(wl, Trace.load(args.trace))
+    print(f"# {args.trace} on {wl}\n{sch}\n")
+    _check_and_time(sch, args.seed)
+    return EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    wl = _workload(args.workload, dict(args.param), args.name)
+    with _existing_db(args.db) as db:
+        records = db.records(wl)
+    here = host_target()
+    print(f"{_call(wl)}: {len(records)} records in {args.db}, newest first")
+    for record in reversed(records):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        where = "" if record.target.compatible(here) else \
+            f"  [{record.target.cpu}, {record.target.num_threads} threads]"
+        if record.ok:
+            outcome = f"{record.median * 1e3:10.3f} ms {wl.flops / record.median / 1e9:7.1f} GFLOP/s"
+        else:
+            outcome = f"failed: {record.error}"
+        print(f"#{record.id:<5d} {when}  {outcome}{where}")
     return EXIT_OK
 
 
 # ---- the parser and main ----------------------------------------------------------------------
 
+def _extra_tune(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--trials", type=_count, default=64,
+                     help="the trial budget of this workload on this CPU, counting the trials the "
+                          "database already holds (default 64)")
+    _db_option(cmd, "the tuning database (created when missing; a rerun goes on where it stopped)")
+    cmd.add_argument("--plot", metavar="FILE", help="save the curve of best GFLOP/s by trial (PNG, SVG or PDF)")
+
+
+def _db_option(cmd: argparse.ArgumentParser, helptext: str = "the tuning database") -> None:
+    cmd.add_argument("--db", required=True, metavar="PATH", help=helptext)
+
+
+def _extra_trace(cmd: argparse.ArgumentParser) -> None:
+    _db_option(cmd)
+    cmd.add_argument("-o", "--output", required=True, metavar="FILE",
+                     help="where to write the trace (text; JSON when FILE ends with .json)")
+
+
+def _extra_replay(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("trace", metavar="TRACE_FILE", help="a trace as text (as `metasched trace` "
+                     "writes it) or JSON")
+
+
 # The subcommands that take a workload: name, what runs, help, the default TARGET (None:
-# required), whether it draws random inputs (and so takes --seed).
+# required), whether it draws random inputs (and so takes --seed), and what else it takes.
 _WORKLOAD_COMMANDS = (
-    ("show", _cmd_show, "print a workload and its unscheduled loop program", None, False),
-    ("check", _cmd_check, "compile a workload unscheduled and compare it with the reference", None, True),
+    ("show", _cmd_show, "print a workload and its unscheduled loop program", None, False, None),
+    ("check", _cmd_check, "compile a workload unscheduled and compare it with the reference", None, True, None),
     ("demo", _cmd_demo, "run a workload's hand-written schedule (the unscheduled program where "
-     "there is none), check it and time it against numpy", "matmul", True),
+     "there is none), check it and time it against numpy", "matmul", True, None),
+    ("tune", _cmd_tune, "search for a fast program of a workload, measuring every trial in worker "
+     "processes and recording it in a database; print the best trace and its speed against numpy "
+     "(--seed seeds the search)", None, True, _extra_tune),
+    ("best", _cmd_best, "print the best recorded trace of a workload and its program, check it and "
+     "time it against numpy", None, False, _db_option),
+    ("trace", _cmd_trace, "save the best recorded trace of a workload to a file, as editable text",
+     None, False, _extra_trace),
+    ("replay", _cmd_replay, "build a trace on a workload, check it against the reference and time "
+     "it against numpy", None, True, _extra_replay),
+    ("history", _cmd_history, "list the records of a workload, newest first, with failures and "
+     "their reasons", None, False, _db_option),
 )
 
 
@@ -252,8 +447,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="metasched", description="Find fast CPU kernels for tensor programs.", **common)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("workloads", help="list the built-in workloads", **common).set_defaults(run=_cmd_workloads)
-    for name, run, helptext, default, seeded in _WORKLOAD_COMMANDS:
+    for name, run, helptext, default, seeded, extra in _WORKLOAD_COMMANDS:
         cmd = sub.add_parser(name, help=helptext, description=helptext, **common)
+        if name == "replay":
+            extra(cmd)  # TRACE_FILE comes before TARGET
         if default is None:
             cmd.add_argument("workload", metavar="TARGET", help="a built-in workload's name or a .tensor file")
         else:
@@ -263,7 +460,10 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("-p", "--param", type=_param, action="append", default=[], metavar="NAME=INT",
                          help="override a workload parameter (repeatable)")
         if seeded:
-            cmd.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (>= 0, default 0)")
+            seeds = "the search" if name == "tune" else "the random inputs"
+            cmd.add_argument("--seed", type=_seed, default=0, help=f"seed of {seeds} (>= 0, default 0)")
+        if extra is not None and name != "replay":
+            extra(cmd)
         cmd.set_defaults(run=run)
     return parser
 

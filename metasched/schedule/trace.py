@@ -119,11 +119,15 @@ class Trace:
 
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Write the trace to ``path``: its JSON form when the name ends with ``.json``, else
-        its text form, which reads like the Python that made it and is meant to be edited."""
+        its text form, which reads like the Python that made it and is meant to be edited.
+        ``TraceError`` naming the file when it cannot be written."""
         path = os.fspath(path)
         text = (json.dumps(self.to_json(), indent=1) if path.endswith(".json") else str(self)) + "\n"
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(text)
+        try:
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+        except OSError as err:
+            raise TraceError(f"cannot write the trace: {err}", file=path) from None
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> Trace:
