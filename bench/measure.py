@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from threadpoolctl import threadpool_limits
+
 from common import environment, torch, torch_baseline
 from metasched import Database, assert_outputs_close, build, tune, workloads
 from metasched.timing import median_seconds
@@ -43,7 +45,8 @@ def remeasure(db_path: str, name: str, params: dict) -> dict:
         record = db.best(wl, host_target())
     kernel = build(wl, database=db_path)
     inputs = wl.random_inputs(seed=0)
-    assert_outputs_close(wl, kernel(*inputs, poison=True), wl.reference(*inputs))
+    with threadpool_limits(limits=1):  # no BLAS threads left spinning while ours is timed
+        assert_outputs_close(wl, kernel(*inputs, poison=True), wl.reference(*inputs))
     time.sleep(SETTLE_SECONDS)
     figures = {"tuned": record.median, "ours": kernel.time(*inputs, repeat=7, min_repeat_seconds=0.05)}
     for label, baseline in (("numpy", numpy_baseline(wl)), ("torch", torch_baseline(wl))):
