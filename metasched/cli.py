@@ -101,26 +101,24 @@ def _param(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"{name.strip()}: {value!r} is not an integer") from None
 
 
-def _seed(text: str) -> int:
-    """An argparse type: a seed of numpy's generators, which take only non-negative integers."""
-    try:
-        seed = int(text)
-    except ValueError:
-        seed = -1
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a seed: a seed is an integer >= 0")
-    return seed
+def _non_negative(what: str):
+    """An argparse type: an integer >= 0, called ``what`` in its error (a seed of numpy's
+    generators, which take only non-negative integers, or a count)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = -1
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what}: a {what} is an integer >= 0")
+        return value
+
+    parse.__name__ = what  # argparse names the type in some messages
+    return parse
 
 
-def _count(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count: an integer >= 0")
-    return value
+_seed = _non_negative("seed")
+_count = _non_negative("count")
 
 
 def _call(wl: Workload) -> str:
