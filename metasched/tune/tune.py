@@ -100,7 +100,8 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     a program already measured (a program is its trace with decisions, simplified).
     ``strategy`` names a strategy of ``metasched.search.STRATEGIES`` or is one; ``space``
     defaults to ``cpu_default()``; ``options`` are the code generator's (and decide the
-    target's thread count). ``builder`` and ``runner`` default to fresh ones, closed at the end.
+    target's thread count; a given ``builder``'s own options win). ``builder`` and ``runner``
+    default to fresh ones, closed at the end; given ones stay open for the caller.
     ``progress``: True draws a progress bar; a callable is called with each trial and the best
     median seconds so far.
     """
