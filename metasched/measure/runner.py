@@ -8,6 +8,7 @@ answer is a failed result with the reason; the worker is replaced and the next o
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -39,10 +40,7 @@ class RunResult:
 
     @property
     def median(self) -> Optional[float]:
-        if not self.seconds:
-            return None
-        ordered = sorted(self.seconds)
-        return ordered[len(ordered) // 2]
+        return statistics.median(self.seconds) if self.seconds else None
 
 
 @dataclass(frozen=True)

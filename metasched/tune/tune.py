@@ -4,6 +4,7 @@ nothing it measured and the next run with that database goes on from there."""
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -202,7 +203,7 @@ class _Loop:
             best = self.result.best_record
             if best is None or record.median < best.median:
                 self.result.best_record = record
-        median = sorted(runs)[len(runs) // 2] if error is None else None
+        median = statistics.median(runs) if error is None else None  # as Record.median
         trial = Trial(len(self.result.history), sch.trace, median, error, tuple(runs), built.seconds)
         self.result.history.append(trial)
         if self.progress is not None:
