@@ -8,7 +8,7 @@ delegated to ``parallel.py`` and vectorized loops to ``vector.py``.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 from llvmlite import ir
 
@@ -18,12 +18,15 @@ from metasched.codegen.llvmutil import (
     ELEMENT_BYTES, PTR, VOID, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
     i64, llvm_type, stack_alloca,
 )
+from metasched.codegen.numbering import ValueTable
 from metasched.codegen.parallel import emit_parallel
 from metasched.codegen.runtime import Launcher
 from metasched.codegen.vector import emit_vectorized
 from metasched.ir.access import flat_index
 from metasched.ir.analysis import loads
-from metasched.ir.expr import BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var
+from metasched.ir.expr import (
+    INDEX, BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var,
+)
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, Stmt, Store
 
 
@@ -38,6 +41,8 @@ class FunctionEmitter:
     ``variables`` maps loop variables in scope to i64 values, ``buffers`` maps buffer names to
     their ``Buffer`` and base pointer. Allocas go to the entry block (``alloca_builder``) so
     that LLVM promotes and frees them as stack slots; ``finish`` links entry to the body.
+    Pure arithmetic is emitted once and reused (``values``, see ``numbering``): control flow is
+    therefore opened only through ``loop``, ``if_then``, ``if_else`` and ``choose``.
     """
 
     def __init__(self, ctx: ModuleContext, function: ir.Function, launcher: Optional[Launcher],
@@ -54,6 +59,7 @@ class FunctionEmitter:
         # Stack slots of finished Allocates, reusable by later ones of the same dtype and size
         # (an Allocate inside an unrolled loop then takes one slot, not one per copy).
         self._free_slots: dict[tuple[str, int], list[ir.Value]] = {}
+        self.values = ValueTable()
 
     def finish(self) -> None:
         """Close the function: entry falls through to the body, the body returns."""
@@ -99,6 +105,38 @@ class FunctionEmitter:
         return buffer, self.builder.gep(base, [offset], inbounds=True,
                                         source_etype=llvm_type(buffer.dtype))
 
+    # --- control flow (each branch a region of ``values``) --------------------------------------
+    @contextmanager
+    def loop(self, start: ir.Value, stop: ir.Value, name: str) -> Iterator[ir.Value]:
+        """``for index in range(start, stop)``; the body is emitted inside the ``with`` block."""
+        with for_range(self.builder, start, stop, name=name) as index, self.values.region():
+            yield index
+
+    @contextmanager
+    def if_then(self, cond: ir.Value) -> Iterator[None]:
+        with self.builder.if_then(cond), self.values.region():
+            yield
+
+    def if_else(self, cond: ir.Value, then: Callable[[], None],
+                otherwise: Callable[[], None]) -> None:
+        """``then()`` where ``cond`` holds, else ``otherwise()``."""
+        with self.builder.if_else(cond) as (then_block, else_block):
+            with then_block, self.values.region():
+                then()
+            with else_block, self.values.region():
+                otherwise()
+
+    def choose(self, cond: ir.Value, if_true: Callable[[], ir.Value],
+               if_false: Callable[[], ir.Value]) -> ir.Value:
+        """``if_true()`` where ``cond`` holds, else ``if_false()``, through real branches (the
+        untaken side's loads may be out of bounds)."""
+        def in_region(side: Callable[[], ir.Value]) -> Callable[[], ir.Value]:
+            def emit() -> ir.Value:
+                with self.values.region():
+                    return side()
+            return emit
+        return branch_value(self.builder, cond, in_region(if_true), in_region(if_false))
+
     # --- statements --------------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         try:
@@ -119,14 +157,11 @@ class FunctionEmitter:
     def _if(self, s: IfThenElse) -> None:
         cond = self.expr(s.cond)
         if s.else_body is None:
-            with self.builder.if_then(cond):
+            with self.if_then(cond):
                 self.stmt(s.then_body)
             return
-        with self.builder.if_else(cond) as (then, otherwise):
-            with then:
-                self.stmt(s.then_body)
-            with otherwise:
-                self.stmt(s.else_body)
+        else_body = s.else_body
+        self.if_else(cond, lambda: self.stmt(s.then_body), lambda: self.stmt(else_body))
 
     def _allocate(self, s: Allocate) -> None:
         if s.buffer.name in self.buffers:
@@ -143,7 +178,7 @@ class FunctionEmitter:
             slot = self.stack_slot(s.buffer)
         if self.ctx.poison:
             nan = ir.Constant(llvm_type(s.buffer.dtype), float("nan"))
-            with for_range(self.builder, i64(0), i64(s.buffer.size), name="poison") as index:
+            with self.loop(i64(0), i64(s.buffer.size), name="poison") as index:
                 self.builder.store(nan, self.builder.gep(slot, [index], source_etype=llvm_type(s.buffer.dtype)))
         self.buffers[s.buffer.name] = (s.buffer, slot)
         try:
@@ -167,9 +202,8 @@ class FunctionEmitter:
         """``for var in range(start, stop)`` (default ``range(extent)``) one after another."""
         start = i64(0) if start is None else start
         stop = i64(s.extent) if stop is None else stop
-        with for_range(self.builder, start, stop, name=s.var) as index:
-            with self.bind(s.var, index):
-                self.stmt(s.body)
+        with self.loop(start, stop, name=s.var) as index, self.bind(s.var, index):
+            self.stmt(s.body)
 
     def _unrolled(self, s: For) -> None:
         # The body is copied once per iteration with the variable a constant: no loop remains.
@@ -210,17 +244,46 @@ class FunctionEmitter:
         return ops.convert(self.builder, value, e.dtype)
 
     def _binop(self, e: BinOp) -> ir.Value:
+        if e.op == "+" and e.dtype == INDEX:
+            return self.index_sum(_summands(e))
         a, b = self.expr(e.a), self.expr(e.b)
-        return ops.binop_value(self.ctx, self.builder, e, a, b)
+        return self.values.numbered((e.op, e.dtype, e.a.dtype, e.b.dtype), (a, b),
+                                    lambda: ops.binop_value(self.ctx, self.builder, e, a, b))
+
+    def index_sum(self, terms: Sequence[Expr]) -> ir.Value:
+        """The sum of index expressions, with the terms that are constants here (an unrolled
+        loop's variable) added last: every copy of an unrolled body then shares the sum of the
+        other terms and adds its own constant."""
+        total: Optional[ir.Value] = None
+        constant = 0
+        for term in terms:
+            value = self.expr(term)
+            known = ops.known_int(value)
+            if known is not None:
+                constant += known
+            elif total is None:
+                total = value
+            else:
+                total = self.index_add(total, value)
+        constant_value = i64(constant, "index constant")
+        return constant_value if total is None else self.index_add(total, constant_value)
+
+    def index_add(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.values.numbered(("+", INDEX), (a, b),
+                                    lambda: ops.int_arith(self.builder, "+", a, b))
 
     def _neg(self, e: Neg) -> ir.Value:
-        return ops.negate(self.builder, self.expr(e.a))
+        a = self.expr(e.a)
+        return self.values.numbered("neg", (a,), lambda: ops.negate(self.builder, a))
 
     def _not(self, e: Not) -> ir.Value:
-        return self.builder.not_(self.expr(e.a))
+        a = self.expr(e.a)
+        return self.values.numbered("not", (a,), lambda: self.builder.not_(a))
 
     def _cast(self, e: Cast) -> ir.Value:
-        return ops.convert(self.builder, self.expr(e.value), e.dtype)
+        value = self.expr(e.value)
+        return self.values.numbered(("cast", e.dtype), (value,),
+                                    lambda: ops.convert(self.builder, value, e.dtype))
 
     def _call(self, e: Call) -> ir.Value:
         args = [ops.convert(self.builder, self.expr(a), e.dtype) for a in e.args]
@@ -235,8 +298,22 @@ class FunctionEmitter:
 
         if loads(e.true_value) or loads(e.false_value):
             # A branch's load may be out of bounds when it is not taken (padding): branch.
-            return branch_value(self.builder, cond, side(e.true_value), side(e.false_value))
+            return self.choose(cond, side(e.true_value), side(e.false_value))
         return self.builder.select(cond, side(e.true_value)(), side(e.false_value)())
+
+
+def _summands(e: BinOp) -> list[Expr]:
+    """The terms of a tree of index ``+``, left to right."""
+    terms: list[Expr] = []
+    stack: list[Expr] = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, BinOp) and node.op == "+" and node.dtype == INDEX:
+            stack.append(node.b)
+            stack.append(node.a)
+        else:
+            terms.append(node)
+    return terms
 
 
 _STMT = {

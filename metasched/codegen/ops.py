@@ -49,19 +49,21 @@ def floor_div(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
     """Python's ``a // b``: truncating division, minus one where the remainder is non-zero and
     its sign differs from the divisor's."""
     quotient = builder.sdiv(a, b)
-    return builder.add(quotient, builder.sext(_needs_adjust(builder, a, b), a.type))
+    adjust = _needs_adjust(builder, builder.srem(a, b), b)
+    return builder.add(quotient, builder.sext(adjust, a.type))
 
 
 def floor_mod(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
     """Python's ``a % b``: the remainder takes the divisor's sign."""
     remainder = builder.srem(a, b)
     zero = const(a.type, 0)
-    return builder.add(remainder, builder.select(_needs_adjust(builder, a, b), b, zero))
+    return builder.add(remainder, builder.select(_needs_adjust(builder, remainder, b), b, zero))
 
 
-def _needs_adjust(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
-    zero = const(a.type, 0)
-    remainder = builder.srem(a, b)
+def _needs_adjust(builder: ir.IRBuilder, remainder: ir.Value, b: ir.Value) -> ir.Value:
+    """Whether the truncated ``remainder`` of a division by ``b`` is non-zero and of the other
+    sign than ``b``."""
+    zero = const(remainder.type, 0)
     nonzero = builder.icmp_signed("!=", remainder, zero)
     signs_differ = builder.icmp_signed("<", builder.xor(remainder, b), zero)
     return builder.and_(nonzero, signs_differ)
@@ -97,7 +99,7 @@ def int_arith(builder: ir.IRBuilder, op: str, a: ir.Value, b: ir.Value) -> ir.Va
     ``%`` are the semantics we want), which keeps unrolled code small."""
     if op not in _INT_OPS:
         raise CodegenError(f"operator {op!r} is not defined on index expressions")
-    known_a, known_b = _known(a), _known(b)
+    known_a, known_b = known_int(a), known_int(b)
     if known_a is not None and known_b is not None and (known_b != 0 or op not in ("//", "%")):
         folded = _FOLD[op](known_a, known_b)
         return ir.Constant(a.type, check_i64(folded, f"index constant {known_a} {op} {known_b} ="))
@@ -108,7 +110,7 @@ def int_arith(builder: ir.IRBuilder, op: str, a: ir.Value, b: ir.Value) -> ir.Va
     return _INT_OPS[op](builder, a, b)
 
 
-def _known(value: ir.Value) -> Optional[int]:
+def known_int(value: ir.Value) -> Optional[int]:
     """The value of a scalar integer constant, else None."""
     if isinstance(value, ir.Constant) and isinstance(value.type, ir.IntType):
         return int(value.constant)

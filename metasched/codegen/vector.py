@@ -26,7 +26,7 @@ from llvmlite import ir
 
 from metasched.codegen import ops
 from metasched.codegen.llvmutil import (
-    ELEMENT_BYTES, I1, I32, PTR, VOID, branch_value, const, for_range, i64, i64_vector, lane_ids,
+    ELEMENT_BYTES, I1, I32, PTR, VOID, const, i64, i64_vector, lane_ids,
     lanes_of, llvm_type, splat,
 )
 from metasched.ir.access import flat_index, linear_in, stmt_exprs
@@ -57,7 +57,7 @@ def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
     if full == 1:
         ChunkEmitter(fe, loop.var, width, i64(0)).stmt(loop.body)
     elif full > 1:
-        with for_range(fe.builder, i64(0), i64(full), name=f"{loop.var}.chunk") as chunk:
+        with fe.loop(i64(0), i64(full), name=f"{loop.var}.chunk") as chunk:
             base = fe.builder.mul(chunk, i64(width), flags=("nsw",))
             ChunkEmitter(fe, loop.var, width, base).stmt(loop.body)
     offset = full * width
@@ -95,7 +95,10 @@ class ChunkEmitter:
         return hit[1]
 
     def vector(self, value: ir.Value) -> ir.Value:
-        return value if lanes_of(value) else splat(self.b, value, self.lanes)
+        if lanes_of(value):
+            return value
+        return self.fe.values.numbered(("splat", self.lanes), (value,),
+                                       lambda: splat(self.b, value, self.lanes))
 
     @contextmanager
     def masked(self, cond: ir.Value) -> Iterator[None]:
@@ -120,7 +123,7 @@ class ChunkEmitter:
         if self.mask is None or not loads(e):
             return self.fe.expr(e)
         zero = const(llvm_type(e.dtype), 0)
-        return branch_value(self.b, self.any_active(), lambda: self.fe.expr(e), lambda: zero)
+        return self.fe.choose(self.any_active(), lambda: self.fe.expr(e), lambda: zero)
 
     def offsets(self, offset: Expr) -> tuple[Optional[ir.Value], Optional[ir.Value]]:
         """(lane 0's offset when lanes are contiguous, else None; per-lane offsets or None)."""
@@ -155,14 +158,11 @@ class ChunkEmitter:
         cond = self.expr(s.cond)
         if lanes_of(cond) is None:
             if s.else_body is None:
-                with self.b.if_then(cond):
+                with self.fe.if_then(cond):
                     self.stmt(s.then_body)
                 return
-            with self.b.if_else(cond) as (then, otherwise):
-                with then:
-                    self.stmt(s.then_body)
-                with otherwise:
-                    self.stmt(s.else_body)
+            else_body = s.else_body
+            self.fe.if_else(cond, lambda: self.stmt(s.then_body), lambda: self.stmt(else_body))
             return
         with self.masked(cond):
             self.stmt(s.then_body)
@@ -227,7 +227,7 @@ class ChunkEmitter:
 
         if lanes_of(cond) is None:
             if loads(e.true_value) or loads(e.false_value):
-                return branch_value(self.b, cond, side(e.true_value), side(e.false_value))
+                return self.fe.choose(cond, side(e.true_value), side(e.false_value))
             return self.b.select(cond, side(e.true_value)(), side(e.false_value)())
         with self.masked(cond):
             true_value = side(e.true_value)()
