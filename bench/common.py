@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 import metasched
+from metasched.arrays import aligned_empty
 
 try:  # PyTorch is a yardstick, never a dependency
     import torch
@@ -25,7 +26,7 @@ def build_checked(sch_or_wl):
     metasched.assert_outputs_close(wl, kernel(*inputs), want)
     poisoned = metasched.build(sch_or_wl, metasched.CodegenOptions(poison=True))
     metasched.assert_outputs_close(wl, poisoned(*inputs), want)
-    outputs = [np.empty(t.shape, t.dtype) for t in wl.outputs]
+    outputs = [aligned_empty(t.shape, t.dtype) for t in wl.outputs]
     return kernel, inputs, outputs
 
 

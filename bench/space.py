@@ -25,6 +25,7 @@ import numpy as np
 
 from common import environment, torch, torch_baseline
 from metasched import ScheduleError, assert_outputs_close, build, handwritten, workloads
+from metasched.arrays import aligned_empty
 from metasched.space import cpu_default
 from metasched.timing import median_seconds, paired_times
 from metasched.workloads.baselines import numpy_baseline
@@ -57,7 +58,7 @@ def best_of(space, wl, samples: int):
     rng = np.random.default_rng(1)
     inputs = wl.random_inputs(seed=0)
     want = wl.reference(*inputs)
-    outputs = [np.empty(t.shape, t.dtype) for t in wl.outputs]
+    outputs = [aligned_empty(t.shape, t.dtype) for t in wl.outputs]
     best = None
     rejected = wrong = 0
     compile_seconds = []
@@ -106,7 +107,7 @@ def main() -> int:
         failures += wrong
         seconds, kernel, sch = best
         inputs = wl.random_inputs(seed=0)
-        outputs = [np.empty(t.shape, t.dtype) for t in wl.outputs]
+        outputs = [aligned_empty(t.shape, t.dtype) for t in wl.outputs]
         ours = lambda: kernel.run(*inputs, *outputs)  # noqa: E731
         ratios = []
         for baseline in (numpy_baseline(wl), torch_baseline(wl)):

@@ -33,6 +33,7 @@ from typing import NoReturn, Optional, Sequence
 import numpy as np
 
 from metasched import handwritten, workloads
+from metasched.arrays import aligned_empty
 from metasched.build import build
 from metasched.codegen import Kernel
 from metasched.database import Database, Record
@@ -249,7 +250,7 @@ def _check_and_time(sch: Schedule, seed: int) -> None:
 
 
 def _report_speed(wl: Workload, kernel: Kernel, inputs: list) -> None:
-    outputs = [np.empty(b.shape, dtype=b.dtype) for b in kernel.func.outputs]
+    outputs = [aligned_empty(b.shape, b.dtype) for b in kernel.func.outputs]
     baseline = numpy_baseline(wl)
     if baseline is None:
         ours = kernel.time(*inputs)

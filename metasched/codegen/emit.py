@@ -15,7 +15,7 @@ from llvmlite import ir
 from metasched.codegen import ops
 from metasched.errors import CodegenError
 from metasched.codegen.llvmutil import (
-    ELEMENT_BYTES, PTR, VOID, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
+    ELEMENT_BYTES, PTR, VOID, I8, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
     i64, llvm_type, stack_alloca,
 )
 from metasched.codegen.numbering import ValueTable
@@ -33,6 +33,8 @@ from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, S
 # Scratch buffers up to this size live on the stack (where LLVM can keep them in registers);
 # larger ones on the heap, because a worker thread's stack may be as small as 2 MiB.
 MAX_STACK_BUFFER_BYTES = 256 * 1024
+# Scratch buffers start on a cache line (64 bytes; also the widest vector, AVX-512's).
+BUFFER_ALIGN = 64
 
 
 class FunctionEmitter:
@@ -91,7 +93,18 @@ class FunctionEmitter:
         free = self._free_slots.get((buffer.dtype, buffer.size))
         if free:
             return free.pop()
-        return self.alloca(ir.ArrayType(llvm_type(buffer.dtype), buffer.size), buffer.name, 64)
+        return self.alloca(ir.ArrayType(llvm_type(buffer.dtype), buffer.size), buffer.name,
+                           BUFFER_ALIGN)
+
+    def _heap_buffer(self, size: int, name: str) -> tuple[ir.Value, ir.Value]:
+        """``size`` bytes from malloc: (the pointer to free, the buffer's start, the first cache
+        line boundary in it). Not aligned_alloc: glibc returned its memory to the system on
+        every free, which cost 10 page faults per call of a matmul kernel."""
+        malloc = self.ctx.declare("malloc", PTR, [I64])
+        raw = self.builder.call(malloc, [i64(size + BUFFER_ALIGN - 1)], name=f"{name}.raw")
+        address = self.builder.ptrtoint(raw, I64)
+        skip = self.builder.and_(self.builder.sub(i64(0), address), i64(BUFFER_ALIGN - 1))
+        return raw, self.builder.gep(raw, [skip], inbounds=True, source_etype=I8, name=name)
 
     def alloca(self, t: ir.Type, name: str = "", align: Optional[int] = None) -> ir.Value:
         """A stack slot in the entry block (allocas elsewhere would grow the stack in loops)."""
@@ -171,9 +184,7 @@ class FunctionEmitter:
         if size > MAX_STACK_BUFFER_BYTES:
             # A big region (a block computed at an outer loop) would overflow a worker
             # thread's stack: it lives on the heap for the body's duration instead.
-            malloc = self.ctx.declare("malloc", PTR, [I64])
-            free = self.ctx.declare("free", VOID, [PTR])
-            slot = self.builder.call(malloc, [i64(size)], name=s.buffer.name)
+            raw, slot = self._heap_buffer(size, s.buffer.name)
         else:
             slot = self.stack_slot(s.buffer)
         if self.ctx.poison:
@@ -186,7 +197,7 @@ class FunctionEmitter:
         finally:
             del self.buffers[s.buffer.name]
         if size > MAX_STACK_BUFFER_BYTES:
-            self.builder.call(free, [slot])
+            self.builder.call(self.ctx.declare("free", VOID, [PTR]), [raw])
         else:
             self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
 

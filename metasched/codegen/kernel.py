@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import llvmlite.binding as llvm
 import numpy as np
 
+from metasched.arrays import aligned_empty
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
@@ -53,9 +54,10 @@ class Kernel:
 
     def _fresh(self, buffer, poison: bool) -> np.ndarray:
         """An output array: NaN-filled when poisoning (see ``CodegenOptions.poison``)."""
+        array = aligned_empty(buffer.shape, buffer.dtype)
         if poison:
-            return np.full(buffer.shape, np.nan, dtype=buffer.dtype)
-        return np.empty(buffer.shape, dtype=buffer.dtype)
+            array.fill(np.nan)
+        return array
 
     def __repr__(self) -> str:
         return (f"<Kernel {self.func.name}: {len(self.func.inputs)} in, {len(self.func.outputs)} "
@@ -112,7 +114,7 @@ class Kernel:
         """
         if len(arrays) == len(self.func.inputs):
             self._check(arrays, self.func.inputs, "input", first_position=0)
-            arrays = tuple(arrays) + tuple(np.empty(b.shape, dtype=b.dtype)
+            arrays = tuple(arrays) + tuple(aligned_empty(b.shape, b.dtype)
                                            for b in self.func.outputs)
         if (number is not None and number < 1) or repeat < 1:
             raise ValueError(f"number and repeat must be positive, got {number} and {repeat}")
@@ -129,7 +131,7 @@ class Kernel:
         try:
             return self._per_thread.arrays
         except AttributeError:
-            arrays = [np.empty(b.shape, dtype=b.dtype) for b in self.func.workspaces]
+            arrays = [aligned_empty(b.shape, b.dtype) for b in self.func.workspaces]
             self._per_thread.arrays = arrays
             return arrays
 

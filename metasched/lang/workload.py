@@ -10,6 +10,7 @@ from typing import Optional
 
 import numpy as np
 
+from metasched.arrays import aligned
 from metasched.ir.expr import BinOp, Call, Expr, Load, Neg, Var
 from metasched.ir.analysis import walk
 from metasched.lang.reference import evaluate
@@ -185,9 +186,11 @@ class Workload:
         return max((s.reduce_length for s in self.statements), default=1)
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Inputs drawn uniformly from [-1, 1) in the workload's dtype, the same for one seed."""
+        """Inputs drawn uniformly from [-1, 1) in the workload's dtype, the same for one seed,
+        each starting on a cache line (``metasched.arrays``: a kernel timed on them times the
+        same in every process)."""
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1.0, 1.0, size=t.shape).astype(t.dtype) for t in self.inputs]
+        return [aligned(rng.uniform(-1.0, 1.0, size=t.shape).astype(t.dtype)) for t in self.inputs]
 
     def reference(self, *inputs: np.ndarray) -> list[np.ndarray]:
         """The outputs computed straight from the statements with numpy: the oracle."""
