@@ -5,8 +5,8 @@ figure measured in this run.
 
 For matmul_relu 512 and conv2d_bias_relu: ``tune(strategy="replay")`` with ``--trials`` trials
 into a fresh database, then the best program re-measured in a fresh process (built from the
-database, checked against the reference, timed alone, then numpy and PyTorch when installed,
-each side after a pause that lets the other's thread pool go quiet). Printed per workload: the
+database, checked against the reference, then timed in turns with numpy, and with PyTorch when
+installed, each side after a pause that lets the other's thread pool go quiet). Printed per workload: the
 best time as the tuner recorded it and as re-measured, their difference, the ratio to numpy
 (and PyTorch: baseline time / ours, above 1 we are faster), the tuning wall time, the mean wall
 time per trial, the share of it spent outside building and measuring, and the failed trials.
@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
 from common import environment, torch, torch_baseline
 from metasched import Database, assert_outputs_close, build, tune, workloads
-from metasched.timing import median_seconds
+from metasched.arrays import aligned_empty
+from metasched.timing import paired_times
 from metasched.tune import host_target
 from metasched.workloads.baselines import numpy_baseline
 
@@ -39,20 +40,25 @@ SETTLE_SECONDS = 0.3
 
 def remeasure(db_path: str, name: str, params: dict) -> dict:
     """In this (fresh) process: the database's best, built, checked and timed, then the
-    baselines. Seconds, medians of 7 repeats of at least 50 ms."""
+    baselines. Seconds: ours and each baseline in turns, 7 rounds of 3 repeats of at least
+    50 ms, medians (a burst of load on this shared machine then hits both sides alike)."""
     wl = workloads.get(name, **params)
     with Database(db_path) as db:
         record = db.best(wl, host_target())
     kernel = build(wl, database=db_path)
     inputs = wl.random_inputs(seed=0)
+    outputs = [aligned_empty(b.shape, b.dtype) for b in kernel.func.outputs]
     with threadpool_limits(limits=1):  # no BLAS threads left spinning while ours is timed
         assert_outputs_close(wl, kernel(*inputs, poison=True), wl.reference(*inputs))
-    time.sleep(SETTLE_SECONDS)
-    figures = {"tuned": record.median, "ours": kernel.time(*inputs, repeat=7, min_repeat_seconds=0.05)}
+    figures = {"tuned": record.median}
+    ours = []
     for label, baseline in (("numpy", numpy_baseline(wl)), ("torch", torch_baseline(wl))):
         if baseline is not None:
-            time.sleep(SETTLE_SECONDS)
-            figures[label] = median_seconds(lambda: baseline(*inputs), repeat=7, min_repeat_seconds=0.05)
+            mine, figures[label], _ = paired_times(
+                lambda: kernel.run(*inputs, *outputs), lambda: baseline(*inputs), rounds=7,
+                repeat=3, min_repeat_seconds=0.05, settle_seconds=SETTLE_SECONDS)
+            ours.append(mine)
+    figures["ours"] = statistics.median(ours)
     return figures
 
 
