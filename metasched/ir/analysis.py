@@ -25,11 +25,19 @@ def walk(expr: Expr) -> Iterator[Expr]:
 
 def transform(expr: Expr, fn: Callable[[Expr], Optional[Expr]]) -> Expr:
     """Rebuild ``expr`` bottom-up; ``fn`` returns a replacement for a node, or None to keep it."""
-    kids = children(expr)
-    if kids:
-        new_kids = tuple(transform(k, fn) for k in kids)
-        if any(a is not b for a, b in zip(kids, new_kids)):
-            expr = rebuild(expr, new_kids)
+    kind = type(expr)
+    # Binary operators and leaves are most nodes of index expressions: they skip the generic
+    # ``children`` / ``rebuild`` (lowering rewrites every index of every statement).
+    if kind is BinOp:
+        a, b = transform(expr.a, fn), transform(expr.b, fn)
+        if a is not expr.a or b is not expr.b:
+            expr = BinOp(expr.op, a, b)
+    elif kind is not Var and kind is not IntImm and kind is not FloatImm:
+        kids = children(expr)
+        if kids:
+            new_kids = tuple(transform(k, fn) for k in kids)
+            if any(a is not b for a, b in zip(kids, new_kids)):
+                expr = rebuild(expr, new_kids)
     replaced = fn(expr)
     return expr if replaced is None else replaced
 
@@ -72,6 +80,9 @@ def _fold_int(op: str, a: int, b: int) -> Optional[int]:
 
 
 def _simplify_node(e: Expr) -> Optional[Expr]:
+    kind = type(e)
+    if kind is Var or kind is IntImm:  # most nodes: nothing to fold
+        return None
     if isinstance(e, Neg) and isinstance(e.a, IntImm):
         return IntImm(-e.a.value)
     if isinstance(e, Neg) and isinstance(e.a, FloatImm):

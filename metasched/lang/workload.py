@@ -73,11 +73,17 @@ class Statement:
 
     def reads(self) -> list[str]:
         """Names of the tensors the body loads, in first-use order."""
+        return list(self._reads)
+
+    @cached_property
+    def _reads(self) -> tuple[str, ...]:
+        # Worked out once: scheduling asks it of every stage's statement for each consumer
+        # and producer walk.
         seen: dict[str, None] = {}
         for node in walk(self.body):
             if isinstance(node, Load):
                 seen.setdefault(node.buffer, None)
-        return list(seen)
+        return tuple(seen)
 
 
 def reduce_init(op: str) -> float:

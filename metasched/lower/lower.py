@@ -14,16 +14,20 @@ Root stages run one after another in stage order. For each stage:
 
 A stage attached with ``compact`` gets its buffer at its attach point, shaped like its
 region; its consumer's loads are shifted by the region's start.
+
+``with_kinds`` gives the program of a state whose loops changed only in kind (``parallel``,
+``vectorize``, ``unroll``) from the program lowered before, without lowering again.
 """
 from __future__ import annotations
 
+import dataclasses
 from math import prod
-from typing import Optional
+from typing import Mapping, Optional
 
 from metasched.ir.access import from_terms, index_terms
 from metasched.ir.analysis import Affine, as_affine, free_vars, from_affine, int_bounds, simplify, substitute, transform
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var
-from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Stmt, Store, seq
+from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
 from metasched.lower.bounds import Span, axis_indices, loop_reach, region
 from metasched.lower.state import IterVar, ScheduleState, Split, StageState
@@ -34,12 +38,14 @@ _COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
 def lower(state: ScheduleState) -> PrimFunc:
     """The loop program of a scheduled state."""
     wl = state.workload
-    body = seq(*(_stage_nest(state, s, {}, {}) for s in state.stages if s.attach is None))
+    # Each stage's own compaction, asked once: the workspaces and the stage's nest need it.
+    owns = {id(s): own_compaction(state, s) for s in state.stages}
+    body = seq(*(_stage_nest(state, s, {}, {}, owns=owns) for s in state.stages if s.attach is None))
     inputs = tuple(Buffer(t.name, t.shape, t.dtype) for t in wl.inputs)
     outputs = tuple(Buffer(t.name, t.shape, t.dtype) for t in wl.outputs)
     workspaces = tuple(Buffer(s.buffer, s.statement.shape, s.statement.dtype) for s in state.stages
                        if not s.statement.is_output and not (s.attach is not None and s.attach.compact)
-                       and own_compaction(state, s) is None)
+                       and owns[id(s)] is None)
     annotations = {s.name: dict(s.annotations) for s in state.stages if s.annotations}
     return PrimFunc(wl.name, inputs, outputs, workspaces, body, {"block_annotations": annotations})
 
@@ -186,10 +192,12 @@ def _region_guards(stage: StageState, glob: list[Expr], ranges: dict[str, tuple[
 
 
 def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
-                ranges: dict[str, tuple[int, int]], shifted: Optional[dict[str, list[Expr]]] = None) -> Stmt:
+                ranges: dict[str, tuple[int, int]], shifted: Optional[dict[str, list[Expr]]] = None, *,
+                owns: dict[int, Optional[tuple[IterVar, list[Span]]]]) -> Stmt:
     """The loop nest of ``stage`` with the stages attached at its loops; ``outer`` maps the
     names of enclosing stages' loops to expressions, ``ranges`` gives enclosing loop ranges,
-    ``shifted`` the region starts of compacted buffers the stage reads from enclosing stages."""
+    ``shifted`` the region starts of compacted buffers the stage reads from enclosing stages,
+    ``owns`` every stage's ``own_compaction`` by id."""
     st = stage.statement
     value, split_guards = loop_values(stage)
     glob, index, reduce = stage_axes(stage, outer, value)
@@ -207,7 +215,7 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
     mapping = dict(zip([a.name for a in st.axes], glob))
     mapping.update(zip([a.name for a in st.reduce_axes], reduce))
     body = _shift_compacted(substitute(st.body, mapping), shifts)
-    own = own_compaction(state, stage)
+    own = owns[id(stage)]
     own_shift: dict[str, list[Expr]] = {}
     if own is not None:
         index = [_minus(i, start) for i, (start, _) in zip(glob, own[1])]
@@ -219,8 +227,8 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
         here = [c for c in children if c.attach.loop is leaves[k]]
         if not here:
             return inner
-        before = [_stage_nest(state, c, names, ranges) for c in here if not c.attach.after]
-        after = [_stage_nest(state, c, names, ranges, own_shift) for c in here if c.attach.after]
+        before = [_stage_nest(state, c, names, ranges, owns=owns) for c in here if not c.attach.after]
+        after = [_stage_nest(state, c, names, ranges, own_shift, owns=owns) for c in here if c.attach.after]
         result = seq(*before, inner, *after)
         for c in reversed(here):
             if c.attach.compact:
@@ -263,3 +271,32 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
     init_nest = _guarded(init_nest, init_placed.get(-1))
     main_nest = loops(first_reduce, n, update, placed)
     return _guarded(loops(0, first_reduce, seq(init_nest, main_nest), placed), placed.get(-1))
+
+
+def with_kinds(func: PrimFunc, kinds: Mapping[str, ForKind]) -> PrimFunc:
+    """``func`` with each loop named in ``kinds`` (every ``For`` of it: a reduction's
+    initialisation repeats spatial loops) of that kind; statements that hold none of them
+    are kept as they are. Lowering reads a loop's kind only to label its ``For`` (and loop
+    names are unique in a state), so this is the program lowering gives once primitives
+    have changed those loops' kinds."""
+    if not kinds:
+        return func
+    return dataclasses.replace(func, body=_with_kinds(func.body, kinds))
+
+
+def _with_kinds(stmt: Stmt, kinds: Mapping[str, ForKind]) -> Stmt:
+    if isinstance(stmt, Seq):
+        stmts = tuple(_with_kinds(s, kinds) for s in stmt.stmts)
+        return stmt if all(a is b for a, b in zip(stmts, stmt.stmts)) else Seq(stmts)
+    if isinstance(stmt, For):
+        body = _with_kinds(stmt.body, kinds)
+        kind = kinds.get(stmt.var, stmt.kind)
+        return stmt if body is stmt.body and kind is stmt.kind else dataclasses.replace(stmt, kind=kind, body=body)
+    if isinstance(stmt, Allocate):
+        body = _with_kinds(stmt.body, kinds)
+        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+    if isinstance(stmt, IfThenElse):
+        then = _with_kinds(stmt.then_body, kinds)
+        other = None if stmt.else_body is None else _with_kinds(stmt.else_body, kinds)
+        return stmt if then is stmt.then_body and other is stmt.else_body else IfThenElse(stmt.cond, then, other)
+    return stmt

@@ -158,6 +158,8 @@ def primitive(name: str, *, pure: bool = False,
                 return result.outputs if kind.sampling else result
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
+            if not kind.pure:
+                self._state_changing(kind)
             self._applying = True
             try:
                 result = method(self, *args, **kwargs)

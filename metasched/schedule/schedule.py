@@ -24,7 +24,7 @@ from metasched.errors import ScheduleError
 from metasched.ir.limits import fits_int64
 from metasched.ir.stmt import ForKind, PrimFunc
 from metasched.lang.workload import Workload
-from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower
+from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower, with_kinds
 from metasched.schedule import analysis, cache, compute_location, rfactor as rfactor_impl, sampling
 from metasched.schedule.instruction import (BlockRV, Decided, ExprRV, Instruction, InstructionKind, LoopRV, RV,
                                             is_int, primitive)
@@ -42,6 +42,10 @@ Factor = Union[int, ExprRV, None]
 AnnotationValue = Union[int, float, str, ExprRV]
 Seed = Union[int, np.random.Generator]
 _uids = itertools.count()
+
+# The primitives that change only the kind of a loop: a program lowered before them stays the
+# program but for those loops' kinds (``lower.with_kinds``).
+_KIND_ONLY = frozenset({"Parallel", "Vectorize", "Unroll"})
 
 
 def _tile_count(inputs: tuple, attrs: tuple) -> Optional[int]:
@@ -83,6 +87,11 @@ class Schedule:
         self._applying = False  # inside a primitive (see ``instruction.primitive``)
         # Handles of the schedules this one was copied from, as they were at the copy.
         self._inherited: dict[int, frozenset[str]] = {}
+        # The loop program of the current state, once ``lower`` made it, but for the loops in
+        # ``_kinds`` whose kind alone changed since (search lowers every sample, and the
+        # postprocessors lowered it already); ``_state_changing`` forgets it.
+        self._lowered: Optional[PrimFunc] = None
+        self._kinds: dict[str, ForKind] = {}
 
     # -- handles ---------------------------------------------------------------------------
     def _new(self, cls: type, target: object) -> RV:
@@ -144,6 +153,14 @@ class Schedule:
         return target
 
     # -- recording -------------------------------------------------------------------------
+    def _state_changing(self, kind: InstructionKind) -> None:
+        """Called by ``primitive`` before a primitive that is not pure runs (it may change the
+        state even when it fails): the lowered program is forgotten, unless the primitive
+        changes only a loop's kind (``_set_kind`` then notes the change)."""
+        if kind.name not in _KIND_ONLY:
+            self._lowered = None
+            self._kinds = {}
+
     def _record(self, kind: InstructionKind, inputs: tuple, attrs: tuple, outputs: tuple[RV, ...],
                 decision: Any) -> None:
         """Called by ``primitive`` after a successful call."""
@@ -190,6 +207,7 @@ class Schedule:
         other._insts = list(self._insts)
         other._decisions = dict(self._decisions)
         other._applying = False
+        other._lowered, other._kinds = self._lowered, dict(self._kinds)  # loop names are copied too
         other._inherited = {**self._inherited, self._uid: frozenset(rv.name for rv in self._symbols)}
         return other
 
@@ -379,6 +397,8 @@ class Schedule:
         if iv.kind is not ForKind.SERIAL and iv.kind is not kind:
             raise ScheduleError(f"{primitive}: loop {loop} ({iv.name}) is already {iv.kind.value}")
         iv.kind = kind
+        if self._lowered is not None:
+            self._kinds[iv.name] = kind
 
     @primitive("Parallel")
     def parallel(self, loop: LoopRV) -> None:
@@ -568,8 +588,13 @@ class Schedule:
 
     # -- results ---------------------------------------------------------------------------
     def lower(self) -> PrimFunc:
-        """The loop program this schedule describes."""
-        return lower(self._state)
+        """The loop program this schedule describes (made once per state: do not change the
+        ``attrs`` of what it returns)."""
+        if self._lowered is None:
+            self._lowered, self._kinds = lower(self._state), {}
+        elif self._kinds:
+            self._lowered, self._kinds = with_kinds(self._lowered, self._kinds), {}
+        return self._lowered
 
     def __str__(self) -> str:
         return str(self.lower())

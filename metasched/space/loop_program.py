@@ -4,8 +4,8 @@
   loops; ``lowered(sch)`` gives the one of a schedule's current state, and ``remember`` lets
   a postprocessor that holds it hand it to the next, so that a sample is lowered as few
   times as possible (lowering costs about as much as replaying the trace).
-* ``with_kinds(func, kinds)``: the program with some loops of another kind, which is all the
-  ``parallel``, ``vectorize`` and ``unroll`` primitives change.
+* ``with_kinds(func, kinds)`` (from ``metasched.lower``): the program with some loops of another
+  kind, which is all the ``parallel``, ``vectorize`` and ``unroll`` primitives change.
 * ``MAX_UNROLLED_WORK`` and ``UnrolledWork``: the estimate of the code LLVM must optimise and
   the most of it worth compiling. The rewrite that unrolls loops and the verifier that
   rejects programs ask this one estimate, with this one limit.
@@ -20,6 +20,7 @@ from typing import AbstractSet, Iterator, Mapping, Optional
 
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
+from metasched.lower import with_kinds
 from metasched.ir.vectorizable import vector_fallback_reason
 from metasched.schedule import Schedule
 
@@ -103,35 +104,6 @@ def lowered(sch: Schedule) -> Lowered:
     program = Lowered(sch.lower())
     _LOWERED[sch] = (count, program)
     return program
-
-
-# -- changing loop kinds ------------------------------------------------------------------------
-def with_kinds(func: PrimFunc, kinds: Mapping[str, ForKind]) -> PrimFunc:
-    """``func`` with each loop named in ``kinds`` (every ``For`` of it: a reduction's
-    initialisation repeats spatial loops) of that kind; statements that hold none of them
-    are kept as they are. Lowering reads a loop's kind only to label its ``For``, so this is
-    the program lowering gives once primitives have changed those loops' kinds."""
-    if not kinds:
-        return func
-    return dataclasses.replace(func, body=_with_kinds(func.body, kinds))
-
-
-def _with_kinds(stmt: Stmt, kinds: Mapping[str, ForKind]) -> Stmt:
-    if isinstance(stmt, Seq):
-        stmts = tuple(_with_kinds(s, kinds) for s in stmt.stmts)
-        return stmt if all(a is b for a, b in zip(stmts, stmt.stmts)) else Seq(stmts)
-    if isinstance(stmt, For):
-        body = _with_kinds(stmt.body, kinds)
-        kind = kinds.get(stmt.var, stmt.kind)
-        return stmt if body is stmt.body and kind is stmt.kind else dataclasses.replace(stmt, kind=kind, body=body)
-    if isinstance(stmt, Allocate):
-        body = _with_kinds(stmt.body, kinds)
-        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
-    if isinstance(stmt, IfThenElse):
-        then = _with_kinds(stmt.then_body, kinds)
-        other = None if stmt.else_body is None else _with_kinds(stmt.else_body, kinds)
-        return stmt if then is stmt.then_body and other is stmt.else_body else IfThenElse(stmt.cond, then, other)
-    return stmt
 
 
 # -- walking ------------------------------------------------------------------------------------

@@ -72,3 +72,31 @@ def test_fused_loops_are_recovered_with_floor_division_and_modulo():
     sch.fuse(i, j)
     assert "C[i_j_fused // 5, i_j_fused % 5] = A[i_j_fused // 5, i_j_fused % 5] + B[i_j_fused % 5, i_j_fused // 5]" \
         in stripped(sch)
+
+
+def test_schedule_lowers_once_per_state_and_follows_every_primitive():
+    # ``Schedule.lower`` keeps the program it made; a kind-only primitive (parallel,
+    # vectorize, unroll) updates it in place of a new lowering, any other forgets it.
+    import numpy as np
+
+    from metasched.space import cpu_default
+    space = cpu_default()
+    for name in ("matmul_relu", "conv2d_bias_relu", "softmax"):
+        wl = metasched.workloads.get(name)
+        rng = np.random.default_rng(1)
+        for _ in range(5):
+            sch = space.sample(wl, rng)
+            assert str(sch.lower()) == str(lower(sch._state))
+            assert sch.lower() is sch.lower()
+    sch = Schedule(metasched.workloads.get("matmul_relu", M=8, N=8, K=8))
+    block = sch.get_block("C")
+    i, j, k = sch.get_loops(block)
+    before = sch.lower()
+    sch.parallel(i)
+    assert str(sch.lower()) == str(lower(sch._state)) != str(before)
+    copy = sch.copy()
+    j0, j1 = sch.split(j, [None, 4])
+    sch.vectorize(j1)
+    sch.unroll(k)
+    assert str(sch.lower()) == str(lower(sch._state))
+    assert str(copy.lower()) == str(lower(copy._state)) != str(sch.lower())
