@@ -6,6 +6,7 @@ padding are inlined first, as in the default space), with ``num_cores=2`` so tha
 do not depend on the machine. Regenerate them with
 ``METASCHED_UPDATE_GOLDEN=1 python -m pytest tests/space/test_rules_reduction.py``.
 """
+import collections
 import pathlib
 import sys
 
@@ -18,6 +19,7 @@ from metasched import Schedule, handwritten, parse, replay, workloads
 from metasched.schedule import analysis
 from metasched.space import AddRFactor, ContiguousReduction, ParallelizeVectorizeUnroll, PostOrderApply
 from metasched.space.auto_inline import AutoInline
+from metasched.space.parallel_vectorize_unroll import jobs_per_core_choices
 from metasched.testing import assert_equivalent
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
@@ -163,13 +165,31 @@ def test_parallelize_vectorize_unroll_annotations():
     wl = workloads.get("reduce_cols", **SMALL["reduce_cols"])
     (sch,) = space("parallelize_vectorize_unroll").generate(wl)
     annotations = analysis.block(sch, sch.get_block("S")).annotations
-    assert annotations["meta_schedule.parallel"] == 32 and annotations["meta_schedule.vectorize"] == 64
+    assert annotations["meta_schedule.parallel"] in (2, 4, 8, 16, 32) and annotations["meta_schedule.vectorize"] == 64
     assert annotations["meta_schedule.unroll_explicit"] in (0, 16, 64, 512)
     implicit = ParallelizeVectorizeUnroll(unroll_explicit=False, max_jobs_per_core=-1, unroll_max_steps=(4,))
     sch = Schedule(wl)
     implicit.apply(sch, sch.get_block("S"))
     assert dict(analysis.block(sch, sch.get_block("S")).annotations) == {
         "meta_schedule.vectorize": 64, "meta_schedule.unroll_implicit": 4}
+
+
+def test_the_parallel_limit_is_a_decision_mostly_at_max_jobs_per_core():
+    wl = workloads.get("reduce_cols", **SMALL["reduce_cols"])
+    (sketch,) = space("parallelize_vectorize_unroll").generate(wl)
+    trace = sketch.trace.without_decisions()
+    limit = next(inst for inst in trace if inst.kind == "Annotate" and inst.attrs == ("meta_schedule.parallel",))
+    (index, sample), = [(i, inst) for i, inst in enumerate(trace) if limit.inputs[1] in inst.outputs]
+    # 1, 2, 4, 8 and 16 jobs on each of 2 cores; MetaSchedule's constant (16) keeps 0.8.
+    assert sample.kind == "SampleCategorical" and sample.attrs == ((2, 4, 8, 16, 32), (0.05, 0.05, 0.05, 0.05, 0.8))
+    drawn = collections.Counter(replay(wl, trace, rng=k).trace.decisions[index] for k in range(300))
+    assert set(drawn) == set(range(5)) and 0.72 <= drawn[4] / 300 <= 0.88
+    assert jobs_per_core_choices(12) == [1, 2, 4, 8, 12] and jobs_per_core_choices(1) == [1]
+    one = ParallelizeVectorizeUnroll(max_jobs_per_core=1, num_cores=4)
+    sch = Schedule(wl)
+    one.apply(sch, sch.get_block("S"))
+    assert analysis.block(sch, sch.get_block("S")).annotations["meta_schedule.parallel"] == 4
+    assert "sch.sample_categorical([4], [1.0], decision=0)" in str(sch.trace)
 
 
 def test_parallelize_vectorize_unroll_skips_attached_blocks_and_unrolls_only_reductions():
@@ -182,7 +202,7 @@ def test_parallelize_vectorize_unroll_skips_attached_blocks_and_unrolls_only_red
     # A workload without reductions gets no unroll depth (MetaSchedule's rule).
     (spatial,) = space("parallelize_vectorize_unroll").generate(
         workloads.get("transpose_add", **SMALL_PARAMS["transpose_add"]))
-    assert "sample_categorical" not in str(spatial.trace)
+    assert "unroll" not in str(spatial.trace)
 
 
 @pytest.mark.parametrize("text, applies", [
