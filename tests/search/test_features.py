@@ -1,0 +1,283 @@
+"""Per-store features: the table, hand-computed values on tiny programs, and real programs of
+the default space (finite, deterministic, sensitive to tile sizes)."""
+import numpy as np
+import pytest
+from conftest import SMALL_PARAMS
+
+from metasched import ScheduleError, workloads
+from metasched.ir import (
+    Allocate, BinOp, Buffer, FloatImm, For, ForKind, IfThenElse, IntImm, Load, PrimFunc, Select,
+    Seq, Store, Var, seq,
+)
+from metasched.schedule import replay
+from metasched.search.features import (
+    FEATURE_NAMES, FEATURE_VERSION, FEATURES, READ_SLOTS, batch_per_store_features,
+    per_store_features,
+)
+from metasched.space import cpu_default
+
+S, P, V, U = ForKind.SERIAL, ForKind.PARALLEL, ForKind.VECTORIZED, ForKind.UNROLLED
+SIX = {"matmul_relu": dict(M=512, N=512, K=512), "conv2d_bias_relu": {}, "softmax": {},
+       "reduce_cols": {}, "dense_bias_relu": {}, "batch_matmul": {}}
+
+
+# -- terse builders -------------------------------------------------------------------------
+def buf(name, *shape):
+    return Buffer(name, tuple(shape), "float32")
+
+
+def ix(i):
+    return IntImm(i) if isinstance(i, int) else Var(i) if isinstance(i, str) else i
+
+
+def ld(b, *indices):
+    return Load(b.name, tuple(ix(i) for i in indices), b.dtype)
+
+
+def st(b, indices, value):
+    return Store(b.name, tuple(ix(i) for i in indices), value)
+
+
+def loop(var, extent, kind, *body):
+    return For(var, extent, kind, seq(*body))
+
+
+def fn(inputs, outputs, body):
+    return PrimFunc("f", tuple(inputs), tuple(outputs), (), body)
+
+
+def log(x):
+    return np.float32(np.log2(1.0 + x))
+
+
+def col(table, name):
+    return table[:, FEATURE_NAMES.index(name)]
+
+
+def sample(name, seed, **params):
+    return cpu_default().sample(workloads.get(name, **params), seed)
+
+
+def stores(func):
+    count, stack = 0, [func.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, Store):
+            count += 1
+        elif isinstance(s, (For, Allocate)):
+            stack.append(s.body)
+        elif isinstance(s, IfThenElse):
+            stack.extend(b for b in (s.then_body, s.else_body) if b is not None)
+        elif isinstance(s, Seq):
+            stack.extend(s.stmts)
+    return count
+
+
+A8x16, B8x16 = buf("A", 8, 16), buf("B", 8, 16)
+
+
+def scale_by_two(outer=S):
+    """for i in outer(8): for j in vectorized(16): B[i, j] = A[i, j] * 2.0"""
+    body = st(B8x16, ("i", "j"), BinOp("*", ld(A8x16, "i", "j"), FloatImm(2.0)))
+    return fn([A8x16], [B8x16], loop("i", 8, outer, loop("j", 16, V, body)))
+
+
+# -- the table ------------------------------------------------------------------------------
+def test_table_names_descriptions_and_version():
+    assert isinstance(FEATURE_VERSION, int) and FEATURE_VERSION >= 1
+    assert len(FEATURE_NAMES) == len(FEATURES) == len(set(FEATURE_NAMES))
+    assert FEATURE_NAMES == tuple(name for name, _ in FEATURES)
+    assert all(name.isidentifier() and text.strip() for name, text in FEATURES)
+    assert 40 <= len(FEATURES) <= 90
+
+
+def test_shape_and_dtype():
+    table = per_store_features(sample("matmul_relu", 0, M=64, N=64, K=64).lower())
+    assert table.dtype == np.float32
+    assert table.shape == (3, len(FEATURES))  # init, update, epilogue
+
+
+# -- hand-computed values ---------------------------------------------------------------------
+def test_vectorized_scale_by_two():
+    table = per_store_features(scale_by_two())
+    assert table.shape == (1, len(FEATURES))
+    expected = {
+        "float_mul": log(128), "float_add_sub": 0, "int_add_sub": 0,
+        "flops_per_iter": log(1), "flops": log(128),
+        "loops": log(2), "iterations": log(128), "innermost_extent": log(16),
+        "innermost_vectorized": 1, "innermost_serial": 0, "vector_lanes": log(16),
+        "in_parallel": 0, "parallel_extent": 0,
+        # B and A alike: one iteration of i touches a row, 64 contiguous bytes.
+        "w_read_write": 0, "w_bytes": log(512), "w_unique_bytes": log(64),
+        "w_unique_lines": log(1), "w_stride": log(1), "w_repeat": log(1), "w_reuse": log(1),
+        "w_reuse_iters": 0, "w_local": 0, "w_buffer_bytes": log(512),
+        "r1_bytes": log(512), "r1_unique_bytes": log(64), "r1_stride": log(1),
+        "r2_bytes": 0, "r2_stride": 0,
+        "intensity": log(128 / 1024), "intensity_inner": log(16 / 128),
+        "outer_iter_bytes": log(128), "program_stores": log(1), "program_iterations": log(128),
+    }
+    for name, value in expected.items():
+        assert col(table, name)[0] == pytest.approx(value, rel=1e-6, abs=1e-6), name
+
+
+def test_transposed_read_has_the_row_stride():
+    a = buf("A", 16, 8)
+    body = st(B8x16, ("i", "j"), ld(a, "j", "i"))
+    table = per_store_features(fn([a], [B8x16], loop("i", 8, S, loop("j", 16, S, body))))
+    assert col(table, "w_stride")[0] == log(1)
+    assert col(table, "r1_stride")[0] == log(8)
+    # One iteration of i reads a column of A: 16 elements, each on its own cache line.
+    assert col(table, "r1_unique_bytes")[0] == log(64)
+    assert col(table, "r1_unique_lines")[0] == log(16)
+    assert col(table, "w_unique_lines")[0] == log(1)
+    assert col(table, "innermost_serial")[0] == 1
+
+
+def test_broadcast_read_is_reused_by_the_inner_loop():
+    body = st(B8x16, ("i", "j"), ld(A8x16, "i", 0))
+    table = per_store_features(fn([A8x16], [B8x16], loop("i", 8, S, loop("j", 16, S, body))))
+    assert col(table, "r1_stride")[0] == log(16)  # moved by i, one row of A per step
+    assert col(table, "r1_repeat")[0] == log(16)
+    assert col(table, "r1_reuse")[0] == log(16)
+    assert col(table, "r1_reuse_iters")[0] == log(1)
+    assert col(table, "r1_reuse_bytes")[0] == log(8)  # one iteration: 4 bytes of A and of B
+    assert col(table, "r1_unique_bytes")[0] == log(4)  # one element per iteration of i
+
+
+def test_matmul_update_counts_multiply_adds_and_reuse():
+    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
+    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
+                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
+    table = per_store_features(fn([a, b], [c], loop("i", 4, S, loop("j", 8, S,
+                                                                     loop("k", 16, U, update)))))
+    assert col(table, "float_mul")[0] == log(512) == col(table, "float_add_sub")[0]
+    assert col(table, "flops")[0] == log(1024)
+    assert col(table, "innermost_unrolled")[0] == 1
+    assert col(table, "unrolled_prod")[0] == log(16)
+    # C is read and written, reused by k: 16 consecutive iterations on one element.
+    assert col(table, "w_read_write")[0] == 1
+    assert col(table, "w_bytes")[0] == log(512 * 4)
+    assert col(table, "w_reuse")[0] == log(16) and col(table, "w_repeat")[0] == log(16)
+    assert col(table, "w_stride")[0] == log(1)
+    # Reads, biggest region per iteration of i first: all of B (512 bytes, 8 lines), then a
+    # row of A (64 bytes).
+    assert col(table, "r1_unique_bytes")[0] == log(512)
+    assert col(table, "r1_unique_lines")[0] == log(8)
+    assert col(table, "r1_stride")[0] == log(8)  # k walks down a column of B
+    assert col(table, "r2_unique_bytes")[0] == log(64)
+    assert col(table, "r2_stride")[0] == log(1)
+    # A is reused across j; between reuses k runs 16 times over 4 + 64 + 64 bytes.
+    assert col(table, "r2_reuse")[0] == log(8)
+    assert col(table, "r2_reuse_iters")[0] == log(16)
+    assert col(table, "r2_reuse_bytes")[0] == log(4 + 64 + 64)
+
+
+def test_parallel_outer_loop_sets_the_parallel_columns():
+    serial, parallel = per_store_features(scale_by_two(S)), per_store_features(scale_by_two(P))
+    assert col(serial, "in_parallel")[0] == 0 and col(parallel, "in_parallel")[0] == 1
+    assert col(serial, "parallel_extent")[0] == 0 and col(parallel, "parallel_extent")[0] == log(8)
+    assert col(parallel, "innermost_vectorized")[0] == 1
+
+
+def test_nested_parallel_loop_runs_serially():
+    """Code generation runs a parallel loop inside a parallel loop serially: the outer one
+    gives the parallel extent."""
+    body = st(B8x16, ("i", "j"), ld(A8x16, "i", "j"))
+    table = per_store_features(fn([A8x16], [B8x16], loop("i", 8, P, loop("j", 16, P, body))))
+    assert col(table, "parallel_extent")[0] == log(8)
+    assert col(table, "innermost_parallel")[0] == 1
+
+
+def test_allocated_buffer_is_local():
+    t = buf("T", 16)
+    fill = loop("j", 16, V, st(t, ("j",), BinOp("+", ld(A8x16, "i", "j"), FloatImm(1.0))))
+    use = loop("j", 16, V, st(B8x16, ("i", "j"), BinOp("*", ld(t, "j"), ld(t, "j"))))
+    table = per_store_features(fn([A8x16], [B8x16], loop("i", 8, S, Allocate(t, seq(fill, use)))))
+    assert table.shape[0] == 2
+    assert list(col(table, "w_local")) == [1, 0]
+    assert list(col(table, "r1_local")) == [0, 1]
+    assert list(col(table, "alloc_bytes")) == [log(64)] * 2
+    assert list(col(table, "alloc_entries")) == [log(8)] * 2
+    assert col(table, "r1_bytes")[1] == log(128 * 4)  # T[j] read twice is one access
+    assert list(col(table, "program_stores")) == [log(2)] * 2
+    assert list(col(table, "program_iterations")) == [log(256)] * 2
+
+
+def test_guards_and_selects_are_counted():
+    a, b = buf("A", 10), buf("B", 10)
+    guarded = IfThenElse(BinOp("<", Var("i"), IntImm(7)), st(b, ("i",), ld(a, "i")))
+    table = per_store_features(fn([a], [b], loop("i", 10, S, guarded)))
+    assert col(table, "guards")[0] == log(1) and col(table, "int_cmp")[0] == log(10)
+    padded = st(b, ("i",), Select(BinOp(">=", Var("i"), IntImm(1)),
+                                 ld(a, BinOp("-", Var("i"), IntImm(1))), FloatImm(0.0)))
+    table = per_store_features(fn([a], [b], loop("i", 10, S, padded)))
+    assert col(table, "guards")[0] == 0
+    assert col(table, "selects")[0] == log(10) and col(table, "int_cmp")[0] == log(10)
+    assert col(table, "int_add_sub")[0] == log(10)
+
+
+def test_loops_of_extent_one_are_ignored():
+    body = st(B8x16, ("i", 0), ld(A8x16, "i", 0))
+    table = per_store_features(fn([A8x16], [B8x16], loop("i", 8, S, loop("u", 1, V, body))))
+    assert col(table, "loops")[0] == log(1)
+    assert col(table, "innermost_serial")[0] == 1 and col(table, "vector_lanes")[0] == 0
+    # With one loop, one iteration of the outermost loop is one element.
+    assert col(table, "w_unique_bytes")[0] == log(4) and col(table, "w_unique_lines")[0] == log(1)
+
+
+# -- real programs --------------------------------------------------------------------------
+def test_deterministic():
+    func = sample("conv2d_bias_relu", 1).lower()
+    again = sample("conv2d_bias_relu", 1).lower()  # equal program, new objects
+    first = per_store_features(func)
+    np.testing.assert_array_equal(first, per_store_features(func))
+    np.testing.assert_array_equal(first, per_store_features(again))
+
+
+def test_batch_matches_single_programs():
+    funcs = [sample("matmul_relu", seed, M=64, N=64, K=64).lower() for seed in range(3)]
+    table, counts = batch_per_store_features(funcs)
+    np.testing.assert_array_equal(table, np.concatenate([per_store_features(f) for f in funcs]))
+    assert list(counts) == [stores(f) for f in funcs]
+
+
+def test_other_tile_sizes_give_other_rows():
+    wl = workloads.get("matmul_relu", M=512, N=512, K=512)
+    space = cpu_default()
+    sch = space.sample(wl, 0)
+    trace = sch.trace
+    index = next(i for i, inst in enumerate(trace.insts) if inst.kind == "SamplePerfectTile")
+    factors = trace.decisions[index]
+    assert factors != factors[::-1], "pick a seed whose first tiling is not a palindrome"
+    other = space.postprocess(replay(wl, trace.with_decision(index, factors[::-1]),
+                                     remove_postproc=True))
+    base_rows, other_rows = per_store_features(sch.lower()), per_store_features(other.lower())
+    assert base_rows.shape == other_rows.shape
+    assert not np.array_equal(base_rows, other_rows)
+
+
+@pytest.mark.parametrize("name", sorted(SIX))
+def test_space_programs_give_finite_rows(name):
+    funcs = []
+    for params in (SIX[name], SMALL_PARAMS[name]):  # small sizes: imperfect splits, guards
+        for seed in range(4):
+            try:
+                funcs.append(sample(name, seed, **params).lower())
+            except ScheduleError:
+                continue
+    assert funcs
+    for func in funcs:
+        table = per_store_features(func)
+        assert table.shape == (stores(func), len(FEATURES))
+        assert np.isfinite(table).all()
+        assert (table >= 0).all()
+
+
+def test_read_slots_fill_in_order():
+    """Softmax's output store reads three buffers: each read slot is used, largest first."""
+    func = sample("softmax", 0).lower()
+    table = per_store_features(func)
+    last = table[-1]
+    sizes = [last[FEATURE_NAMES.index(f"r{k}_bytes")] for k in range(1, READ_SLOTS + 1)]
+    assert all(size > 0 for size in sizes)
+    assert sizes == sorted(sizes, reverse=True)
