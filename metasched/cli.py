@@ -41,6 +41,7 @@ from metasched.errors import DatabaseError, MetaschedError, MismatchError, Unkno
 from metasched.lang import Workload, assert_outputs_close, load
 from metasched.lang.reference import DEFAULT_CHUNK_BYTES
 from metasched.schedule import Schedule, Trace, replay
+from metasched.search import DEFAULT_STRATEGY, STRATEGIES
 from metasched.timing import paired_times
 from metasched.tune import host_target, tune
 from metasched.workloads.baselines import numpy_baseline
@@ -313,7 +314,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.plot:
         _check_plot_path(args.plot)
     with Database(args.db) as db:
-        result = tune(wl, trials=args.trials, database=db, seed=args.seed, progress=True)
+        result = tune(wl, trials=args.trials, database=db, seed=args.seed, strategy=args.strategy,
+                      progress=True)
         failed = len(result.failures)
         print(f"{_call(wl)}: {len(result.history)} new trials ({failed} failed), "
               f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
@@ -396,6 +398,9 @@ def _extra_tune(cmd: argparse.ArgumentParser) -> None:
                           "database already holds (default 64)")
     _db_option(cmd, "the tuning database (created when missing; a rerun goes on where it stopped)")
     cmd.add_argument("--plot", metavar="FILE", help="save the curve of best GFLOP/s by trial (PNG, SVG or PDF)")
+    cmd.add_argument("--strategy", choices=sorted(STRATEGIES), default=DEFAULT_STRATEGY,
+                     help=f"how to choose the programs to measure (default {DEFAULT_STRATEGY}: "
+                          f"evolution under a learned cost model; replay: random samples)")
 
 
 def _db_option(cmd: argparse.ArgumentParser, helptext: str = "the tuning database") -> None:

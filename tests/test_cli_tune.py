@@ -88,7 +88,7 @@ def best_record(path, wl):
 
 
 def first_proposals(wl, seed: int, n: int) -> list[str]:
-    """The program keys the tuner's default (replay) search proposes first for ``seed``."""
+    """The program keys random (replay) search proposes first for ``seed``."""
     search = ReplaySearch()
     search.start(SearchContext(wl, cpu_default(), np.random.default_rng(seed)))
     return [program_key(s.trace) for s in search.propose(n)]
@@ -102,9 +102,18 @@ def tuned(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tuned")
     db, curve = folder / "tuned.db", folder / "curve.png"
     done = subprocess.run([*METASCHED, "tune", TARGET, *PARAMS, "--trials", str(TRIALS), "--db", str(db),
-                           "--seed", str(SEED), "--plot", str(curve)],
+                           "--seed", str(SEED), "--plot", str(curve), "--strategy", "replay"],
                           cwd=folder, capture_output=True, text=True, timeout=300)
     return SimpleNamespace(db=db, curve=curve, done=done, wl=workloads.get(TARGET, **SIZES), folder=folder)
+
+
+def test_the_default_evolutionary_search_says_what_each_round_did(tmp_path):
+    done = subprocess.run([*METASCHED, "tune", TARGET, *PARAMS, "--trials", "4", "--db", str(tmp_path / "e.db")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_OK, done.stderr
+    assert "round 1: generated" in done.stderr and "scored" in done.stderr and "model accuracy" in done.stderr
+    with Database(tmp_path / "e.db") as db:
+        assert len(db.records(workloads.get(TARGET, **SIZES))) == 4
 
 
 def test_tune_in_a_subprocess_records_its_trials_and_prints_the_best(tuned):

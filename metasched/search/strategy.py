@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from metasched.database import program_key
+from metasched.database import Database, Target, program_key
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule
 from metasched.space import SpaceGenerator
@@ -18,12 +18,15 @@ from metasched.space import SpaceGenerator
 class SearchContext:
     """What a strategy searches: the ``workload``, its ``space``, the random generator of the
     run, and ``measured``, the program keys (``database.program_key``) already measured or
-    proposed, which the strategy must not propose again and adds its proposals to."""
+    proposed, which the strategy must not propose again and adds its proposals to. A learning
+    strategy may read the earlier records of the workload in ``database`` on ``target``."""
 
     workload: Workload
     space: SpaceGenerator
     rng: np.random.Generator
     measured: set[str] = field(default_factory=set)
+    database: Optional[Database] = None
+    target: Optional[Target] = None
     rejected: int = 0  # samples the postprocessors refused
     repeated: int = 0  # samples that were programs already measured or proposed
 

@@ -49,5 +49,9 @@ class ProgressBar:
                 text += f" ({self.numpy / best:.2f}x numpy)"
         self.bar.set_postfix_str(f"{text}, {self.failed} failed", refresh=False)
 
+    def note(self, text: str) -> None:
+        """A line printed above the bar."""
+        self.bar.write(text, file=self.bar.fp)
+
     def close(self) -> None:
         self.bar.close()

@@ -17,7 +17,9 @@ from metasched.database import Database, Record, Target
 from metasched.lang.workload import Workload
 from metasched.measure import Builder, Runner
 from metasched.schedule import Schedule, Trace, replay
-from metasched.search import SearchContext, SearchStrategy, make_strategy
+from metasched.search import (
+    DEFAULT_STRATEGY, FEATURE_VERSION, SearchContext, SearchStrategy, make_strategy,
+)
 from metasched.space import SpaceGenerator, cpu_default
 from metasched.tune.target import host_target
 
@@ -44,7 +46,8 @@ class Trial:
 class TuneResult:
     """What a tuning run found. ``best_*`` come from the database: the fastest program ever
     measured for this workload on this target, this run's or an earlier one's (None when none
-    ran correctly). ``history`` holds this run's trials in order."""
+    ran correctly). ``history`` holds this run's trials in order; ``rounds`` what the search
+    did in each of its rounds, for a strategy that says (``EvolutionarySearch``)."""
 
     workload: Workload
     target: Target
@@ -56,6 +59,7 @@ class TuneResult:
     earlier_trials: int = 0  # trials the database held for this workload and target at the start
     earlier_best: Optional[Record] = None  # the best of those
     exhausted: bool = False  # the strategy found no more new programs before the budget
+    rounds: list[str] = field(default_factory=list)
 
     @property
     def best_trace(self) -> Optional[Trace]:
@@ -89,7 +93,7 @@ ProgressCallback = Callable[[Trial, Optional[float]], None]
 
 
 def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.PathLike, Database] = None,
-         seed: int = 0, strategy: Union[str, SearchStrategy] = "replay", *,
+         seed: int = 0, strategy: Union[str, SearchStrategy] = DEFAULT_STRATEGY, *,
          space: Optional[SpaceGenerator] = None, options: Optional[CodegenOptions] = None,
          batch_size: int = 8, builder: Optional[Builder] = None, runner: Optional[Runner] = None,
          progress: Union[bool, ProgressCallback] = False) -> TuneResult:
@@ -130,7 +134,7 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
             runner.start()
             search = make_strategy(strategy)
             search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
-                                       db.measured(workload, target)))
+                                       db.measured(workload, target), db, target))
             _Loop(workload, db, target, builder, runner, search, result, show).run(
                 trials - earlier, batch_size)
             result.best_record = db.best(workload, target)
@@ -169,9 +173,19 @@ class _Loop:
                     return
                 seconds = [self._measure(sch, built) for sch, built in zip(schedules, self._build(schedules))]
                 self.search.notify(schedules, seconds)
+                self._report_round()
         finally:
             if hasattr(self.progress, "close"):
                 self.progress.close()
+
+    def _report_round(self) -> None:
+        """What a strategy that keeps ``rounds`` (``EvolutionarySearch``) did in its last one,
+        shown above the progress bar."""
+        rounds = getattr(self.search, "rounds", None)
+        if rounds:
+            self.result.rounds.append(str(rounds[-1]))
+            if hasattr(self.progress, "note"):
+                self.progress.note(f"round {len(self.result.rounds)}: {rounds[-1]}")
 
     def _build(self, schedules: list[Schedule]):
         started = time.perf_counter()
@@ -198,7 +212,8 @@ class _Loop:
                 again = self._time(built.artifact)
                 runs, error = (runs + again.seconds, None) if again.ok else ((), again.error)
         record = self.db.commit(self.workload, sch.trace, target=self.target, seconds=runs,
-                                error=error, build_seconds=built.seconds)
+                                error=error, build_seconds=built.seconds,
+                                feature_version=str(FEATURE_VERSION))
         if record is not None and record.ok:
             best = self.result.best_record
             if best is None or record.median < best.median:

@@ -1,0 +1,185 @@
+"""Cost models: predict which candidate programs run fastest before any is compiled.
+
+A candidate is a post-processed ``Schedule``. The model lowers it and reads the per-store
+features of the loop program (``features.per_store_features``); a program's row is the maximum
+and the mean of its stores' rows and its number of stores (a fixed width for any number of
+stores). The label is throughput normalised per workload: the workload's fastest measured time
+divided by this program's time, so 1 for the best program of each workload and 0 for a failed
+one (failures stay in the data as negatives, as in MetaSchedule's XGBoost model). Labels are
+recomputed on every refit, because the fastest time moves as records arrive.
+
+``GBTModel`` fits scikit-learn's gradient-boosted trees (``HistGradientBoostingRegressor`` by
+default; ``GradientBoostingRegressor`` with ``kind="exact"``) and refits on every ``update``;
+``RandomModel`` scores at random, the baseline a learned model must beat. A model trained on one
+workload's records scores another's (``GBTModel.from_database`` warm-starts from a database).
+"""
+from __future__ import annotations
+
+import pickle
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from os import PathLike
+from pathlib import Path
+from typing import Iterable, Optional, Sequence, Union
+
+import numpy as np
+
+from metasched.database import Database, Target
+from metasched.errors import ScheduleError
+from metasched.lang.workload import Workload
+from metasched.schedule import Schedule, replay
+from metasched.search.features import FEATURE_VERSION, per_store_features
+
+# Fewer measured programs than this and a fitted model predicts worse than chance: score at
+# random until then (MetaSchedule's XGBoost model waits for data the same way).
+MIN_TRAINING_PROGRAMS = 16
+
+
+def program_features(sch: Schedule) -> np.ndarray:
+    """One fixed-width row for a post-processed schedule: per-store features reduced over the
+    stores (maximum, mean) and log2(1 + number of stores)."""
+    per_store = per_store_features(sch.lower())
+    if per_store.shape[0] == 0:
+        width = per_store.shape[1]
+        return np.zeros(2 * width + 1, dtype=np.float32)
+    return np.concatenate([per_store.max(axis=0), per_store.mean(axis=0),
+                           [np.log2(1 + per_store.shape[0])]]).astype(np.float32)
+
+
+def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> float:
+    """The share of pairs with different true values that the predictions order the same way
+    (Ansor's ranking accuracy); 1.0 when no pair differs."""
+    truth, predicted = np.asarray(truth, dtype=float), np.asarray(predicted, dtype=float)
+    i, j = np.triu_indices(len(truth), k=1)
+    differ = truth[i] != truth[j]
+    if not differ.any():
+        return 1.0
+    agree = np.sign(truth[i] - truth[j]) == np.sign(predicted[i] - predicted[j])
+    return float(agree[differ].mean())
+
+
+class CostModel(ABC):
+    """Scores candidates: higher means predicted faster. ``update`` learns from measurements
+    (median seconds, or None for a failed candidate)."""
+
+    @abstractmethod
+    def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
+        """Learn from the measured ``candidates``."""
+
+    @abstractmethod
+    def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
+        """One score per candidate."""
+
+    def save(self, path: Union[str, PathLike]) -> None:
+        """Write the model (pickle) with the feature version it was trained on."""
+        Path(path).write_bytes(pickle.dumps({"feature_version": FEATURE_VERSION, "model": self}))
+
+    @staticmethod
+    def load(path: Union[str, PathLike]) -> CostModel:
+        """A model written by ``save``; ``ValueError`` when it was trained on other features."""
+        saved = pickle.loads(Path(path).read_bytes())
+        if not isinstance(saved, dict) or not isinstance(saved.get("model"), CostModel):
+            raise ValueError(f"{path} holds no metasched cost model")
+        if saved["feature_version"] != FEATURE_VERSION:
+            raise ValueError(f"{path} was trained on features version {saved['feature_version']}; "
+                             f"this metasched computes version {FEATURE_VERSION}: train it again")
+        return saved["model"]
+
+
+class RandomModel(CostModel):
+    """Uniform random scores: what search without a model does."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
+        pass
+
+    def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
+        return self.rng.random(len(candidates))
+
+
+class GBTModel(CostModel):
+    """Gradient-boosted trees over program features, refitted on all data at each ``update``.
+
+    ``kind``: ``"hist"`` (``HistGradientBoostingRegressor``) or ``"exact"``
+    (``GradientBoostingRegressor``). Until ``MIN_TRAINING_PROGRAMS`` programs are known it
+    scores at random (seeded), as a model fitted on a handful of points only adds noise."""
+
+    def __init__(self, kind: str = "hist", seed: int = 0) -> None:
+        if kind not in ("hist", "exact"):
+            raise ValueError(f"kind must be 'hist' or 'exact', got {kind!r}")
+        self.kind, self.seed = kind, seed
+        self._rows: list[np.ndarray] = []
+        self._groups: list[str] = []  # workload key of each row
+        self._seconds: list[float] = []  # inf for a failed program
+        self._regressor = None
+        self._fallback = RandomModel(seed)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
+        for sch, s in zip(candidates, seconds, strict=True):
+            self._add(program_features(sch), sch.workload.key, s)
+        self._fit()
+
+    def _add(self, row: np.ndarray, group: str, seconds: Optional[float]) -> None:
+        self._rows.append(row)
+        self._groups.append(group)
+        self._seconds.append(np.inf if seconds is None else float(seconds))
+
+    def labels(self) -> np.ndarray:
+        """Each program's fastest time of its workload over its own time (0 when failed)."""
+        fastest: dict[str, float] = defaultdict(lambda: np.inf)
+        for group, s in zip(self._groups, self._seconds):
+            fastest[group] = min(fastest[group], s)
+        return np.array([0.0 if not np.isfinite(s) or not np.isfinite(fastest[g]) else fastest[g] / s
+                         for g, s in zip(self._groups, self._seconds)])
+
+    def _fit(self) -> None:
+        labels = self.labels()
+        if len(self._rows) < MIN_TRAINING_PROGRAMS or np.ptp(labels) == 0:
+            self._regressor = None
+            return
+        self._regressor = self._make()
+        self._regressor.fit(np.stack(self._rows), labels)
+
+    def _make(self):
+        if self.kind == "hist":
+            from sklearn.ensemble import HistGradientBoostingRegressor
+            return HistGradientBoostingRegressor(max_iter=200, learning_rate=0.1, max_leaf_nodes=31,
+                                                 min_samples_leaf=4, random_state=self.seed)
+        from sklearn.ensemble import GradientBoostingRegressor
+        return GradientBoostingRegressor(n_estimators=200, learning_rate=0.1, max_depth=4,
+                                         subsample=0.8, random_state=self.seed)
+
+    def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
+        if self._regressor is None:
+            return self._fallback.predict(candidates)
+        if not candidates:
+            return np.zeros(0)
+        return self._regressor.predict(np.stack([program_features(sch) for sch in candidates]))
+
+    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Scores of program-feature rows computed beforehand (``program_features``)."""
+        if self._regressor is None:
+            return self._fallback.rng.random(len(rows))
+        return self._regressor.predict(rows) if len(rows) else np.zeros(0)
+
+    @classmethod
+    def from_database(cls, database: Database, workloads: Iterable[Workload],
+                      target: Optional[Target] = None, kind: str = "hist", seed: int = 0) -> GBTModel:
+        """A model trained on the records of ``workloads`` in ``database`` (those of
+        ``target`` when given): their traces are replayed and lowered again, so records of any
+        feature version serve. A record whose trace no longer replays is skipped."""
+        model = cls(kind, seed)
+        for wl in workloads:
+            for record in database.records(wl, target):
+                try:
+                    sch = replay(wl, record.trace)
+                except ScheduleError:
+                    continue
+                model._add(program_features(sch), wl.key, record.median if record.ok else None)
+        model._fit()
+        return model
