@@ -70,7 +70,11 @@ class Round:
 
 class EvolutionarySearch(SearchStrategy):
     """Evolutionary search guided by ``model`` (default: ``GBTModel()``), with ``config``;
-    ``mutators`` default to MetaSchedule's mix for the workload (``default_mutators``)."""
+    ``mutators`` default to MetaSchedule's mix for the workload (``default_mutators``). It
+    asks for batches of 16 (MetaSchedule measures 64 per round): one round of search costs
+    about as much as building and measuring 16 programs."""
+
+    batch_size = 16
 
     def __init__(self, config: Optional[EvolutionaryConfig] = None,
                  model: Optional[CostModel] = None, mutators: Optional[MutatorSet] = None) -> None:

@@ -45,6 +45,9 @@ class SearchStrategy(ABC):
     then ``propose`` and ``notify`` alternate."""
 
     context: SearchContext
+    # Programs measured between two proposals when the tuner is not told: a learning strategy
+    # wants more, to spread the cost of a search round over more trials.
+    batch_size: int = 8
 
     def start(self, context: SearchContext) -> None:
         self.context = context

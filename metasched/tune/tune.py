@@ -95,7 +95,7 @@ ProgressCallback = Callable[[Trial, Optional[float]], None]
 def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.PathLike, Database] = None,
          seed: int = 0, strategy: Union[str, SearchStrategy] = DEFAULT_STRATEGY, *,
          space: Optional[SpaceGenerator] = None, options: Optional[CodegenOptions] = None,
-         batch_size: int = 8, builder: Optional[Builder] = None, runner: Optional[Runner] = None,
+         batch_size: Optional[int] = None, builder: Optional[Builder] = None, runner: Optional[Runner] = None,
          progress: Union[bool, ProgressCallback] = False) -> TuneResult:
     """Tune ``workload`` until the database holds ``trials`` trials of it on this target.
 
@@ -107,10 +107,11 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     defaults to ``cpu_default()``; ``options`` are the code generator's (and decide the
     target's thread count; a given ``builder``'s own options win). ``builder`` and ``runner``
     default to fresh ones, closed at the end; given ones stay open for the caller.
-    ``progress``: True draws a progress bar; a callable is called with each trial and the best
+    ``batch_size``: programs built and measured per proposal (default: the strategy's, 16 for
+    evolutionary search, 8 for random). ``progress``: True draws a progress bar; a callable is called with each trial and the best
     median seconds so far.
     """
-    if trials < 0 or batch_size < 1:
+    if trials < 0 or (batch_size is not None and batch_size < 1):
         raise ValueError(f"trials must be >= 0 and batch_size >= 1, got {trials} and {batch_size}")
     started = time.perf_counter()
     db = database if isinstance(database, Database) else Database(database or ":memory:")
@@ -133,6 +134,7 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
             builder.start()
             runner.start()
             search = make_strategy(strategy)
+            batch_size = batch_size or search.batch_size
             search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
                                        db.measured(workload, target), db, target))
             _Loop(workload, db, target, builder, runner, search, result, show).run(
