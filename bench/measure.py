@@ -80,7 +80,7 @@ def main() -> None:
         for name, params in CASES:
             wl = workloads.get(name, **params)
             db_path = str(Path(folder) / f"{name}.db")
-            result = tune(wl, trials=args.trials, database=db_path, seed=0)
+            result = tune(wl, trials=args.trials, database=db_path, seed=0, strategy="replay")
             out = subprocess.run([sys.executable, __file__, "--remeasure", db_path, name, json.dumps(params)],
                                  check=True, capture_output=True, text=True).stdout
             fresh = json.loads(out)
