@@ -27,6 +27,7 @@ candidates scored per second.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -124,7 +125,8 @@ def scoring_rate(name: str, model: GBTModel, count: int = 200) -> tuple[float, f
     """Candidates scored per second in this process, and with two worker processes."""
     started = time.perf_counter()
     one = _score_batch((name, 1, count, model)) / (time.perf_counter() - started)
-    with ProcessPoolExecutor(2) as pool:
+    # Spawned: a forked child of a process that ran OpenMP code (kernels, the model) hangs.
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         list(pool.map(_score_batch, [(name, 0, 2, model)] * 2))  # start-up and imports
         started = time.perf_counter()
         done = sum(pool.map(_score_batch, [(name, 2, count, model), (name, 3, count, model)]))
