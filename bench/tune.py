@@ -14,8 +14,9 @@ the search's share of it (what is neither building nor measuring).
 Cost model: for matmul_relu and conv2d_bias_relu, all records of the three runs (about 4x
 ``--trials``) are split in 5 folds; a ``GBTModel`` (hist and exact kinds) trained on 4 folds
 ranks the fifth; the mean pairwise ranking accuracy is printed with a random model's. Scoring
-rate: fresh samples scored per second (replay + postprocessors + lowering + features +
-prediction) in one process, and with both cores.
+rate: candidates made per second by evolutionary search rounds guided by the model trained on
+the evolutionary run's records (sampling or mutating, replay, postprocessors, lowering,
+features, prediction), in one process and in the two worker processes the tuner uses.
 
 Goals (issue 9): evolutionary beats random on the geometric mean at equal trials; at 64 trials
 each workload at least as fast relative to numpy/PyTorch as TVM MetaSchedule's 64 trials
@@ -27,10 +28,8 @@ candidates scored per second.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +38,13 @@ from common import environment, torch, torch_baseline
 from metasched.arrays import aligned_empty
 from metasched import Database, assert_outputs_close, build, handwritten, replay, tune, workloads
 from metasched.errors import ScheduleError
-from metasched.search import GBTModel, RandomModel, pairwise_accuracy
-from metasched.search.cost_model import program_features
+from metasched.measure import Builder
+from metasched.search import EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy
+from metasched.search.scoring import InProcess
 from metasched.space import cpu_default
 from metasched.timing import paired_times
 from metasched.tune import host_target
+from metasched.tune.tune import WorkerTasks
 from metasched.workloads.baselines import numpy_baseline
 
 WORKLOADS = ["matmul_relu", "dense_bias_relu", "conv2d_bias_relu", "softmax", "reduce_cols"]
@@ -106,31 +107,23 @@ def model_quality(wl, paths: list[str], folds: int = 5) -> dict:
     return {"records": len(rows), **{kind: float(np.mean(v)) for kind, v in scores.items()}}
 
 
-def _score_batch(args) -> int:
-    """Sample, post-process, lower, extract and predict ``count`` candidates: how many made it."""
-    name, seed, count, model = args
-    wl, space, rng = workloads.get(name), cpu_default(), np.random.default_rng(seed)
-    scored = 0
-    for _ in range(count):
-        try:
-            sch = space.sample(wl, rng)
-        except ScheduleError:
-            continue
-        model.predict_rows(program_features(sch)[None, :])
-        scored += 1
-    return scored
-
-
-def scoring_rate(name: str, model: GBTModel, count: int = 200) -> tuple[float, float]:
-    """Candidates scored per second in this process, and with two worker processes."""
-    started = time.perf_counter()
-    one = _score_batch((name, 1, count, model)) / (time.perf_counter() - started)
-    # Spawned: a forked child of a process that ran OpenMP code (kernels, the model) hangs.
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_score_batch, [(name, 0, 2, model)] * 2))  # start-up and imports
-        started = time.perf_counter()
-        done = sum(pool.map(_score_batch, [(name, 2, count, model), (name, 3, count, model)]))
-    return one, done / (time.perf_counter() - started)
+def scoring_rate(wl, model: GBTModel, rounds: int = 3) -> dict[str, float]:
+    """Candidates made per second of search (sample or mutate, replay, postprocessors,
+    lowering, features, the model's prediction, the search's own work) over ``rounds``
+    proposals of 16 by an ``EvolutionarySearch`` with ``model``: in this process, and in the
+    two worker processes the tuner lends (its builder's)."""
+    rates = {}
+    with Builder() as builder:
+        builder.start()
+        for label, tasks in (("one process", InProcess()), ("two workers", WorkerTasks(builder.workers))):
+            search = EvolutionarySearch(model=model)
+            search.start(SearchContext(wl, cpu_default(), np.random.default_rng(0), tasks=tasks))
+            started = time.perf_counter()
+            for _ in range(rounds):
+                search.propose(16)
+            made = sum(r.generated + r.rejected for r in search.rounds)
+            rates[label] = made / (time.perf_counter() - started)
+    return rates
 
 
 def main() -> None:
@@ -174,8 +167,9 @@ def main() -> None:
             if name in names:
                 wl = workloads.get(name)
                 model = GBTModel.from_database(Database(str(Path(folder) / f"{name}.evo.db")), [wl], host_target())
-                one, two = scoring_rate(name, model)
-                print(f"candidates scored per second, {name}: {one:.0f} in one process, {two:.0f} on two cores")
+                rates = scoring_rate(wl, model)
+                print(f"candidates scored per second, {name}: " +
+                      ", ".join(f"{rate:.0f} in {label}" for label, rate in rates.items()), flush=True)
 
 
 if __name__ == "__main__":

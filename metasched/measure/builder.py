@@ -67,6 +67,11 @@ class Builder:
         return [BuildResult(o.value, None if o.ok else f"build: {o.error}", o.seconds)
                 for o in outcomes]
 
+    @property
+    def workers(self) -> WorkerPool:
+        """The worker processes; between builds the tuner lends them to the search."""
+        return self._pool
+
     def close(self) -> None:
         self._pool.close()
 

@@ -70,6 +70,11 @@ class CostModel(ABC):
     def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
         """One score per candidate."""
 
+    def predict_rows(self, rows: np.ndarray) -> Optional[np.ndarray]:
+        """Scores of program-feature rows (``program_features``) computed beforehand, for a
+        model that reads nothing else; None (the default) when it needs the schedules."""
+        return None
+
     def save(self, path: Union[str, PathLike]) -> None:
         """Write the model (pickle) with the feature version it was trained on."""
         Path(path).write_bytes(pickle.dumps({"feature_version": FEATURE_VERSION, "model": self}))
@@ -97,6 +102,9 @@ class RandomModel(CostModel):
 
     def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
         return self.rng.random(len(candidates))
+
+    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+        return self.rng.random(len(rows))
 
 
 class GBTModel(CostModel):
@@ -155,17 +163,14 @@ class GBTModel(CostModel):
                                          subsample=0.8, random_state=self.seed)
 
     def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
-        if self._regressor is None:
+        if self._regressor is None or not candidates:
             return self._fallback.predict(candidates)
-        if not candidates:
-            return np.zeros(0)
-        return self._regressor.predict(np.stack([program_features(sch) for sch in candidates]))
+        return self.predict_rows(np.stack([program_features(sch) for sch in candidates]))
 
     def predict_rows(self, rows: np.ndarray) -> np.ndarray:
-        """Scores of program-feature rows computed beforehand (``program_features``)."""
-        if self._regressor is None:
-            return self._fallback.rng.random(len(rows))
-        return self._regressor.predict(rows) if len(rows) else np.zeros(0)
+        if self._regressor is None or not len(rows):
+            return self._fallback.predict_rows(rows)
+        return self._regressor.predict(rows)
 
     @classmethod
     def from_database(cls, database: Database, workloads: Iterable[Workload],

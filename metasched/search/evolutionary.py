@@ -8,21 +8,36 @@ rounds: parents are drawn in proportion to the model's predicted score, mutated 
 is dropped) or kept. The best predicted programs seen in any round that were never measured are
 proposed, plus an ``eps_greedy`` share of fresh random samples. Every measurement updates the
 model. ``rounds`` keeps what each proposal did, for the tuning loop to print.
+
+Candidates are made in batches by a ``scoring.Scorer`` (in the worker processes the tuner lends,
+when it does): the random choices (seeds of fresh samples, parents, mutations) are all drawn
+here, in order, so the same seed and measured times give the same proposals however the work is
+split. A mutant already made in this run (the same parent and change) is not made again.
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 
 from metasched.database import program_key
 from metasched.errors import ScheduleError
-from metasched.schedule import Schedule, replay
+from metasched.schedule import Schedule, Trace, replay
 from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy, program_features
-from metasched.search.mutators import MutatorSet, apply_mutant, default_mutators
+from metasched.search.mutators import MutatorSet, default_mutators
+from metasched.search.scoring import Candidate, Scorer
 from metasched.search.strategy import SearchContext, SearchStrategy
+
+
+# A mutant's identity: its parent's program key and the decisions the mutator changed.
+MutantKey = tuple[str, str]
+
+
+def _mutant_key(parent: Candidate, trace: Trace) -> MutantKey:
+    before = parent.trace.decisions
+    return parent.key, repr(sorted((i, d) for i, d in trace.decisions.items() if before.get(i) != d))
 
 
 @dataclass(frozen=True)
@@ -83,14 +98,15 @@ class EvolutionarySearch(SearchStrategy):
         self._given_mutators = mutators
         self.mutators = mutators
         self.rounds: list[Round] = []
-        self._best_measured: list[tuple[float, Schedule]] = []
-        self._rows: dict[str, np.ndarray] = {}  # program key -> program_features
+        self._best_measured: list[tuple[float, Candidate]] = []
+        self._mutants: dict[MutantKey, Optional[Candidate]] = {}  # None: dropped
+        self._proposed: dict[int, Candidate] = {}  # id of a proposed Schedule -> its candidate
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
         self.mutators = self._given_mutators or default_mutators(context.workload)
-        self.rounds = []
-        self._best_measured = []
+        self.scorer = Scorer(context.workload, context.space, context.tasks)
+        self.rounds, self._best_measured, self._mutants, self._proposed = [], [], {}, {}
         if context.database is not None:
             # Resume: what the database knows of this workload trains the model and seeds
             # the population, as a run that never stopped would have it.
@@ -104,79 +120,84 @@ class EvolutionarySearch(SearchStrategy):
                 seconds.append(record.median)
             if schedules:
                 self.model.update(schedules, seconds)
-                self._remember(schedules, seconds)
+                self._remember([Candidate(program_key(sch.trace), sch.trace, program_features(sch))
+                                for sch in schedules], seconds)
 
     # --- scoring -----------------------------------------------------------------------------
-    def _row(self, key: str, sch: Schedule) -> np.ndarray:
-        row = self._rows.get(key)
-        if row is None:
-            row = self._rows[key] = program_features(sch)
-        return row
-
-    def _scores(self, population: list[tuple[str, Schedule]]) -> np.ndarray:
+    def _scores(self, population: Sequence[Candidate]) -> np.ndarray:
         if not population:
             return np.zeros(0)
-        if isinstance(self.model, GBTModel):
-            rows = np.stack([self._row(key, sch) for key, sch in population])
-            return self.model.predict_rows(rows)
-        return self.model.predict([sch for _, sch in population])
+        scores = self.model.predict_rows(np.stack([c.row for c in population]))
+        if scores is None:  # a model that reads schedules
+            scores = self.model.predict([c.schedule(self.context.workload) for c in population])
+        return np.asarray(scores, dtype=float)
 
     # --- the population ----------------------------------------------------------------------
-    def _sample(self, count: int, round_: Round, exclude: set[str]) -> list[tuple[str, Schedule]]:
+    def _sample(self, count: int, round_: Round, exclude: set[str]) -> list[Candidate]:
         """Up to ``count`` fresh samples of new programs, in ``max_fail_count * count`` tries."""
         ctx = self.context
-        found: list[tuple[str, Schedule]] = []
-        for _ in range(count * self.config.genetic_max_fail_count):
-            if len(found) == count:
-                break
-            try:
-                sch = ctx.space.sample(ctx.workload, ctx.rng)
-            except ScheduleError:
-                round_.rejected += 1
-                continue
-            round_.generated += 1
-            key = program_key(sch.trace)
-            if key not in exclude and key not in ctx.measured:
-                exclude.add(key)
-                found.append((key, sch))
+        found: list[Candidate] = []
+        tries = 0
+        while len(found) < count and tries < count * self.config.genetic_max_fail_count:
+            wanted = min(count - len(found), count * self.config.genetic_max_fail_count - tries)
+            tries += wanted
+            for cand in self.scorer.samples(ctx.rng.integers(2**63, size=wanted)):
+                if cand is None:
+                    round_.rejected += 1
+                    continue
+                round_.generated += 1
+                if cand.key not in exclude and cand.key not in ctx.measured:
+                    exclude.add(cand.key)
+                    found.append(cand)
         return found
 
-    def _initial(self, round_: Round) -> list[tuple[str, Schedule]]:
+    def _initial(self, round_: Round) -> list[Candidate]:
         cfg = self.config
-        measured = [sch for _, sch in sorted(self._best_measured, key=lambda t: t[0])]
-        measured = measured[:int(cfg.population_size * cfg.init_measured_ratio)]
-        population = [(program_key(sch.trace), sch) for sch in measured]
-        keys = {key for key, _ in population}
+        population = [cand for _, cand in self._best_measured]
+        population = population[:int(cfg.population_size * cfg.init_measured_ratio)]
+        keys = {cand.key for cand in population}
         fresh = max(cfg.population_size - len(population), cfg.init_min_unmeasured)
         return population + self._sample(fresh, round_, keys)
 
-    def _evolve(self, population: list[tuple[str, Schedule]], scores: np.ndarray,
-                round_: Round) -> list[tuple[str, Schedule]]:
+    def _evolve(self, population: list[Candidate], scores: np.ndarray, round_: Round) -> list[Candidate]:
         """One genetic round: parents drawn by score, mutated or kept."""
         cfg, ctx = self.config, self.context
         weights = np.maximum(scores, 0.0) + 1e-6
         weights = weights / weights.sum()
-        children: list[tuple[str, Schedule]] = []
+        children: list[Candidate] = []
         seen: set[str] = set()
-        for _ in range(cfg.population_size * cfg.genetic_max_fail_count):
-            if len(children) == cfg.population_size:
-                break
-            key, parent = population[int(ctx.rng.choice(len(population), p=weights))]
-            if ctx.rng.random() >= cfg.genetic_mutate_prob:
-                child = (key, parent)
-            else:
+        tries, most = 0, cfg.population_size * cfg.genetic_max_fail_count
+        while len(children) < cfg.population_size and tries < most:
+            wanted = min(cfg.population_size - len(children), most - tries)
+            tries += wanted
+            # Each draw is a kept parent, the identity of a mutant (made below, in one batch,
+            # unless made before) or None (no mutator found a decision to change).
+            draws: list[Union[Candidate, MutantKey, None]] = []
+            todo: dict[MutantKey, Trace] = {}
+            for _ in range(wanted):
+                parent = population[int(ctx.rng.choice(len(population), p=weights))]
+                if ctx.rng.random() >= cfg.genetic_mutate_prob:
+                    draws.append(parent)
+                    continue
                 trace = self.mutators.mutate(parent.trace, ctx.rng)
                 if trace is None:
+                    draws.append(None)
                     continue
-                sch = apply_mutant(ctx.workload, trace, ctx.space)
-                if sch is None:
+                key = _mutant_key(parent, trace)
+                if key not in self._mutants:
+                    todo.setdefault(key, trace)
+                draws.append(key)
+            for key, mutant in zip(todo, self.scorer.mutants(list(todo.values()))):
+                self._mutants[key] = mutant
+                if mutant is None:
                     round_.rejected += 1
-                    continue
-                round_.generated += 1
-                child = (program_key(sch.trace), sch)
-            if child[0] not in seen:
-                seen.add(child[0])
-                children.append(child)
+                else:
+                    round_.generated += 1
+            for draw in draws:
+                child = self._mutants[draw] if isinstance(draw, tuple) else draw
+                if child is not None and child.key not in seen:
+                    seen.add(child.key)
+                    children.append(child)
         return children or population
 
     # --- the strategy ------------------------------------------------------------------------
@@ -185,45 +206,51 @@ class EvolutionarySearch(SearchStrategy):
         round_ = Round()
         self.rounds.append(round_)
         population = self._initial(round_)
-        # The best predicted programs of any genetic round, never measured: (score, order, key, sch).
-        best: dict[str, tuple[float, Schedule]] = {}
+        # The best predicted programs of any genetic round, never measured: key -> (score, candidate).
+        best: dict[str, tuple[float, Candidate]] = {}
         for iteration in range(cfg.genetic_num_iters + 1):
             if not population:
                 break
             scores = self._scores(population)
             round_.scored += len(population)
-            for (key, sch), score in zip(population, scores):
-                if key not in ctx.measured:
-                    best[key] = (float(score), sch)
+            for cand, score in zip(population, scores):
+                if cand.key not in ctx.measured:
+                    best[cand.key] = (float(score), cand)
             if iteration < cfg.genetic_num_iters:
                 population = self._evolve(population, scores, round_)
         n_random = min(count, int(round(count * cfg.eps_greedy)))
-        chosen: list[Schedule] = []
-        for key, (score, sch) in heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0]):
+        chosen: list[Candidate] = []
+        for key, (score, cand) in heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0]):
             if len(chosen) == count - n_random:
                 break
-            if ctx.claim(sch):
-                chosen.append(sch)
+            if ctx.claim_key(key):
+                chosen.append(cand)
                 round_.predicted.append(score)
-        for key, sch in self._sample(count - len(chosen), round_, set()):
-            if ctx.claim(sch):
-                chosen.append(sch)
-                round_.random += 1
-                round_.predicted.append(float(self._scores([(key, sch)])[0]))
-        round_.proposed = len(chosen)
-        return chosen
+        extra = [cand for cand in self._sample(count - len(chosen), round_, set()) if ctx.claim_key(cand.key)]
+        round_.predicted.extend(float(s) for s in self._scores(extra))
+        round_.random = len(extra)
+        round_.proposed = len(chosen) + len(extra)
+        self._proposed = {}
+        schedules = []
+        for cand in chosen + extra:
+            sch = cand.schedule(ctx.workload)
+            self._proposed[id(sch)] = cand
+            schedules.append(sch)
+        return schedules
 
     def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         self.model.update(schedules, seconds)
-        self._remember(schedules, seconds)
+        self._remember([self._proposed.get(id(sch)) or
+                        Candidate(program_key(sch.trace), sch.trace, program_features(sch))
+                        for sch in schedules], seconds)
         if self.rounds and len(self.rounds[-1].predicted) == len(seconds) > 1:
             throughput = [0.0 if s is None else 1.0 / s for s in seconds]
             self.rounds[-1].accuracy = pairwise_accuracy(throughput, self.rounds[-1].predicted)
 
-    def _remember(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
-        for sch, s in zip(schedules, seconds):
+    def _remember(self, candidates: Sequence[Candidate], seconds: Sequence[Optional[float]]) -> None:
+        for cand, s in zip(candidates, seconds):
             if s is not None:
-                self._best_measured.append((s, sch))
+                self._best_measured.append((s, cand))
         self._best_measured.sort(key=lambda t: t[0])
         keep = max(1, int(self.config.population_size * self.config.init_measured_ratio))
         del self._best_measured[keep:]

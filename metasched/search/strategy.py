@@ -11,6 +11,7 @@ import numpy as np
 from metasched.database import Database, Target, program_key
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule
+from metasched.search.scoring import InProcess, Tasks
 from metasched.space import SpaceGenerator
 
 
@@ -19,7 +20,9 @@ class SearchContext:
     """What a strategy searches: the ``workload``, its ``space``, the random generator of the
     run, and ``measured``, the program keys (``database.program_key``) already measured or
     proposed, which the strategy must not propose again and adds its proposals to. A learning
-    strategy may read the earlier records of the workload in ``database`` on ``target``."""
+    strategy may read the earlier records of the workload in ``database`` on ``target``, and
+    run its bulk work in ``tasks`` (the tuner lends its builder's worker processes; default:
+    this process)."""
 
     workload: Workload
     space: SpaceGenerator
@@ -27,12 +30,16 @@ class SearchContext:
     measured: set[str] = field(default_factory=set)
     database: Optional[Database] = None
     target: Optional[Target] = None
+    tasks: Tasks = field(default_factory=InProcess)
     rejected: int = 0  # samples the postprocessors refused
     repeated: int = 0  # samples that were programs already measured or proposed
 
     def claim(self, sch: Schedule) -> bool:
         """Whether ``sch`` is a new program; if so it counts as proposed from now on."""
-        key = program_key(sch.trace)
+        return self.claim_key(program_key(sch.trace))
+
+    def claim_key(self, key: str) -> bool:
+        """Whether the program of ``key`` is new; if so it counts as proposed from now on."""
         if key in self.measured:
             self.repeated += 1
             return False

@@ -8,7 +8,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -16,10 +16,12 @@ from metasched.codegen import CodegenOptions
 from metasched.database import Database, Record, Target
 from metasched.lang.workload import Workload
 from metasched.measure import Builder, Runner
+from metasched.measure.worker import WorkerPool
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search import (
     DEFAULT_STRATEGY, FEATURE_VERSION, SearchContext, SearchStrategy, make_strategy,
 )
+from metasched.search.scoring import InProcess
 from metasched.space import SpaceGenerator, cpu_default
 from metasched.tune.target import host_target
 
@@ -91,6 +93,21 @@ class TuneResult:
 
 ProgressCallback = Callable[[Trial, Optional[float]], None]
 
+SEARCH_TASK_SECONDS = 120.0  # a batch of candidates for one worker takes well under a second
+
+
+class WorkerTasks:
+    """The search's bulk work (``search.scoring``) in the builder's worker processes, which
+    are idle while it searches. A task that fails there (its worker died, say) runs again in
+    this process: a bug then raises here with its own traceback."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool, self.workers = pool, len(pool.workers)
+
+    def map(self, fn: Callable, tasks: Sequence[tuple]) -> list:
+        outcomes = self.pool.map(fn, tasks, SEARCH_TASK_SECONDS, what="search task")
+        return [o.value if o.ok else fn(*args) for o, args in zip(outcomes, tasks)]
+
 
 def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.PathLike, Database] = None,
          seed: int = 0, strategy: Union[str, SearchStrategy] = DEFAULT_STRATEGY, *,
@@ -135,8 +152,9 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
             runner.start()
             search = make_strategy(strategy)
             batch_size = batch_size or search.batch_size
+            tasks = WorkerTasks(builder.workers) if isinstance(builder, Builder) else InProcess()
             search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
-                                       db.measured(workload, target), db, target))
+                                       db.measured(workload, target), db, target, tasks))
             _Loop(workload, db, target, builder, runner, search, result, show).run(
                 trials - earlier, batch_size)
             result.best_record = db.best(workload, target)
