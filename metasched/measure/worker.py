@@ -17,6 +17,10 @@ from typing import Any, Callable, Optional, Sequence
 
 _CONTEXT = multiprocessing.get_context("spawn")
 STARTUP_SECONDS = 120.0  # a fresh Python importing numpy and llvmlite, on a loaded machine
+# The usual cause: a spawned worker imports the main script again, and a script that tunes at
+# its top level starts workers from inside that import (Python's multiprocessing refuses).
+_STARTING_HINT = ("; if this runs from a script, put the script's work under "
+                  "`if __name__ == \"__main__\":` (workers are spawned and import the main module)")
 
 
 @dataclass(frozen=True)
@@ -101,7 +105,7 @@ class Worker:
                 self._process.join(5)
             if not self._ready:
                 reason = (f"did not start within {STARTUP_SECONDS:g} s" if self._process.is_alive()
-                          else _exit_reason(self._process.exitcode) + " while starting")
+                          else _exit_reason(self._process.exitcode) + " while starting" + _STARTING_HINT)
                 self.stop()
                 raise RuntimeError(f"worker process {self.name} {reason}")
         self._conn.send((fn, args))

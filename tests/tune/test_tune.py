@@ -144,3 +144,12 @@ def test_two_processes_tune_into_one_database_at_once(tmp_path, wl):
         stored = [r.program for r in db.records(wl)]
     assert len(stored) == len(set(stored)) and set(stored) == measured
     assert len(stored) >= 4
+
+
+def test_a_script_without_a_main_guard_is_told_how_to_fix_it(tmp_path):
+    script = tmp_path / "unguarded.py"
+    script.write_text("from metasched import tune, workloads\n"
+                      "tune(workloads.get('matmul_relu', M=8, N=8, K=8), trials=1)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert 'if __name__ == "__main__":' in done.stderr.splitlines()[-1]
