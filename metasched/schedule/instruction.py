@@ -149,15 +149,14 @@ def primitive(name: str, *, pure: bool = False,
         if name in KINDS or kind.method in KINDS_BY_METHOD:
             raise ValueError(f"instruction kind {name} ({kind.method}) is defined twice")
         KINDS[name] = KINDS_BY_METHOD[kind.method] = kind
-        signature = inspect.signature(method)
+        binder = _Binder(method)
 
         @functools.wraps(method)
         def run(self, *args: Any, **kwargs: Any) -> Any:
             if self._applying:  # a primitive used inside another records nothing of its own
                 result = method(self, *args, **kwargs)
                 return result.outputs if kind.sampling else result
-            bound = signature.bind(self, *args, **kwargs)
-            bound.apply_defaults()
+            arguments = binder.bind(self, args, kwargs)
             if not kind.pure:
                 self._state_changing(kind)
             self._applying = True
@@ -168,7 +167,7 @@ def primitive(name: str, *, pure: bool = False,
             decision = None
             if kind.sampling:
                 result, decision = result.outputs, result.decision
-            self._record(kind, *_split_arguments(kind, bound.arguments), _flatten(result), decision)
+            self._record(kind, *_split_arguments(kind, arguments), _flatten(result), decision)
             return result
 
         run.__annotations__ = {**method.__annotations__, "return": public_return}
@@ -176,6 +175,54 @@ def primitive(name: str, *, pure: bool = False,
         return run
 
     return wrap
+
+
+class _Binder:
+    """Binds the arguments of a call of a primitive to its parameter names, as
+    ``inspect.Signature.bind`` followed by ``apply_defaults`` would (``*args`` as a tuple,
+    every parameter present), with what that needs read from the signature once.
+
+    Every primitive call binds its arguments (some fifty calls per candidate of the search,
+    most of them by replay), and ``Signature.bind`` took a tenth of a candidate's time. A call that is not
+    plain (too many positional arguments, an unknown or repeated keyword, a missing
+    argument) is handed to ``Signature.bind``, so that it raises the ``TypeError`` it always
+    did."""
+
+    def __init__(self, method: Callable) -> None:
+        self.signature = inspect.signature(method)
+        params = list(self.signature.parameters.values())[1:]  # after self
+        kinds = {p.kind for p in params}
+        # Positional-only parameters and **kwargs are not handled here: their calls all go to
+        # Signature.bind (no primitive has them).
+        self.plain = not kinds & {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_KEYWORD}
+        self.positional = tuple(p.name for p in params if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.var_positional = next((p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None)
+        self.keywords = frozenset(p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                                        inspect.Parameter.KEYWORD_ONLY))
+        self.defaults = tuple((p.name, p.default) for p in params if p.default is not inspect.Parameter.empty)
+        self.count = len(params)
+
+    def bind(self, instance: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """Parameter name -> value for ``method(instance, *args, **kwargs)``."""
+        if not self.plain or (len(args) > len(self.positional) and self.var_positional is None):
+            return self._bind_slowly(instance, args, kwargs)
+        arguments = dict(zip(self.positional, args))
+        if self.var_positional is not None:
+            arguments[self.var_positional] = args[len(self.positional):]
+        for key, value in kwargs.items():
+            if key not in self.keywords or key in arguments:
+                return self._bind_slowly(instance, args, kwargs)
+            arguments[key] = value
+        for key, default in self.defaults:
+            arguments.setdefault(key, default)
+        if len(arguments) < self.count:  # a parameter without a default was not given
+            return self._bind_slowly(instance, args, kwargs)
+        return arguments
+
+    def _bind_slowly(self, instance: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+        bound = self.signature.bind(instance, *args, **kwargs)  # raises the TypeError
+        bound.apply_defaults()
+        return bound.arguments
 
 
 def _is_rv_type(annotation: Any) -> bool:
@@ -215,9 +262,15 @@ def _derive(name: str, method: Callable, pure: bool, count: Any) -> tuple[Instru
     return kind, returned
 
 
+# The types of the literals a trace holds as they are given.
+_PLAIN_LITERALS = frozenset({int, float, str, type(None)})
+
+
 def _normalise(value: Any) -> Any:
     """An argument as a trace holds it: sequences (numpy arrays too) become tuples, numpy
     numbers plain Python numbers."""
+    if type(value) in _PLAIN_LITERALS:  # most arguments: nothing to do, and no attribute lookup
+        return value
     if hasattr(value, "tolist") and not isinstance(value, RV):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
@@ -274,4 +327,6 @@ def decision_problem(inst: Instruction, decision: Any) -> Optional[str]:
 
 def is_int(value: Any) -> bool:
     """An integer as a trace holds one: any ``numbers.Integral`` (numpy's too) but ``bool``."""
+    if type(value) is int:  # the usual case, without the slower check against the abstract class
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

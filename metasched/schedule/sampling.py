@@ -8,6 +8,7 @@ MetaSchedule's rules, so that replaying a mutated trace keeps as much of each de
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from typing import Sequence
 
@@ -32,16 +33,26 @@ def sample_perfect_tile(rng: np.random.Generator, extent: int, n: int,
     ``extent`` exceeds the bound (one factor must be the whole extent)."""
     if extent < 1 or n < 1:
         raise ValueError(f"sample_perfect_tile needs extent >= 1 and n >= 1, got extent={extent}, n={n}")
-    primes = _factorize(extent)
     if max_innermost_factor <= 0 or extent <= max_innermost_factor:
-        return _spread_all(rng, primes, n)
+        return _spread_all(rng, _factorize(extent), n)
     if n == 1:
         raise ValueError(f"one factor must be the whole extent {extent}, "
                          f"which exceeds max_innermost_factor={max_innermost_factor}")
-    divisors = [d for d in _divisors(primes) if d <= max_innermost_factor]
-    weights = np.array([_count_tilings(_factorize(extent // d), n - 1) for d in divisors], dtype=float)
-    innermost = divisors[int(rng.choice(len(divisors), p=weights / weights.sum()))]
+    divisors, probabilities = _innermost_choices(extent, n, max_innermost_factor)
+    innermost = divisors[int(rng.choice(len(divisors), p=probabilities))]
     return _spread_all(rng, _factorize(extent // innermost), n - 1) + [innermost]
+
+
+@functools.lru_cache(maxsize=1024)
+def _innermost_choices(extent: int, n: int, max_innermost_factor: int) -> tuple[tuple[int, ...], np.ndarray]:
+    """The divisors of ``extent`` that may be the innermost of ``n`` factors, and the
+    probability of each (the share of the tilings that have it innermost). Cached: a design
+    space tiles the same few loops over and over. Read-only, as the cache shares it."""
+    divisors = tuple(d for d in _divisors(_factorize(extent)) if d <= max_innermost_factor)
+    weights = np.array([_count_tilings(_factorize(extent // d), n - 1) for d in divisors], dtype=float)
+    probabilities = weights / weights.sum()
+    probabilities.flags.writeable = False
+    return divisors, probabilities
 
 
 def repair_perfect_tile(extent: int, decision: Sequence[int]) -> list[int]:
@@ -69,12 +80,23 @@ def sample_categorical(rng: np.random.Generator, probs: Sequence[float]) -> int:
     """The index of one of ``probs``, drawn with those weights (they need not sum to exactly 1).
 
     Raises ``ValueError`` for an empty list, a negative or non-finite weight, or all zeros."""
+    probabilities = _categorical_probabilities(tuple(probs))
+    return int(rng.choice(probabilities.size, p=probabilities))
+
+
+@functools.lru_cache(maxsize=1024)
+def _categorical_probabilities(probs: tuple[float, ...]) -> np.ndarray:
+    """``probs`` checked and normalised to sum to 1. Cached: search draws from the same few
+    lists of probabilities (one per ``sample_categorical`` of a design space) over and over.
+    Read-only, as the cache shares it."""
     weights = np.asarray(probs, dtype=float)
     if weights.ndim != 1 or weights.size == 0:
         raise ValueError(f"sample_categorical needs a non-empty list of probabilities, got {list(probs)}")
     if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
         raise ValueError(f"probabilities must be finite, non-negative and not all zero, got {list(probs)}")
-    return int(rng.choice(weights.size, p=weights / weights.sum()))
+    probabilities = weights / weights.sum()
+    probabilities.flags.writeable = False
+    return probabilities
 
 
 def repair_compute_location(decision: int, candidates: Sequence[int]) -> int:
@@ -125,6 +147,6 @@ def _composition(rng: np.random.Generator, total: int, n: int) -> list[int]:
     bars: ``n - 1`` bars placed among ``total + n - 1`` slots)."""
     if n == 1:
         return [total]
-    bars = np.sort(rng.choice(total + n - 1, size=n - 1, replace=False))
-    edges = [-1, *bars.tolist(), total + n - 1]
+    bars = sorted(rng.choice(total + n - 1, size=n - 1, replace=False).tolist())
+    edges = [-1, *bars, total + n - 1]
     return [edges[i + 1] - edges[i] - 1 for i in range(n)]
