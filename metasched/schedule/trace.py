@@ -208,7 +208,12 @@ def _json_input(value: Any) -> Any:
     return {"rv": value.name} if isinstance(value, RV) else _json_literal(value)
 
 
+_PLAIN_JSON = frozenset({int, float, str, bool, type(None)})  # written as they are
+
+
 def _json_literal(value: Any) -> Any:
+    if type(value) in _PLAIN_JSON:  # most literals: no check against the abstract number types
+        return value
     if isinstance(value, tuple):
         return [_json_literal(v) for v in value]
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
