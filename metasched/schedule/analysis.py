@@ -25,6 +25,7 @@ What the block facts mean, for a block ``T[axes] (op)= body``:
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Optional
@@ -32,6 +33,7 @@ from typing import Mapping, Optional
 from metasched.ir.analysis import as_affine, free_vars, loads, walk
 from metasched.ir.expr import BINARY_CALLS, UNARY_CALLS, BinOp, Call, Select, Var
 from metasched.ir.stmt import ForKind
+from metasched.lang.workload import Statement
 from metasched.lower import IterVar, ScheduleState, StageState
 from metasched.schedule.compute_location import locations
 
@@ -129,15 +131,16 @@ def _stage(sch, block_rv) -> StageState:
     return sch._stage(block_rv, "analysis")
 
 
-def _loop_info(state: ScheduleState, iv: IterVar, owner: StageState) -> LoopInfo:
-    attached = tuple(s.name for s in state.attached_at(owner) if s.attach.loop is iv)
+def _loop_info(iv: IterVar, owner: StageState, attached_at_owner: list[StageState]) -> LoopInfo:
+    """``attached_at_owner``: the stages attached at loops of ``owner``."""
+    attached = tuple(s.name for s in attached_at_owner if s.attach.loop is iv)
     return LoopInfo(iv.name, iv.extent, ForKind(iv.kind).value, iv.is_reduce, MappingProxyType(dict(iv.annotations)), owner.name, attached)
 
 
 def loop(sch, loop_rv) -> LoopInfo:
     """What ``loop_rv`` is now (``ScheduleError`` if it no longer exists)."""
     iv, owner = sch._loop(loop_rv, "analysis")
-    return _loop_info(_state(sch), iv, owner)
+    return _loop_info(iv, owner, _state(sch).attached_at(owner))
 
 
 def _index_axis(index, names: set[str]) -> Optional[str]:
@@ -150,12 +153,36 @@ def _index_axis(index, names: set[str]) -> Optional[str]:
 
 def _block_info(state: ScheduleState, stage: StageState) -> BlockInfo:
     st = stage.statement
+    spatial, reduction, accesses, elementwise, reuse, conditional, functions = _statement_facts(st)
+    attach = None if stage.attach is None else (stage.attach.target.name, stage.attach.loop.name)
+    attached_here = state.attached_at(stage)
+    return BlockInfo(
+        stage.name, stage.buffer, st.shape, spatial, reduction, st.reduce_op,
+        tuple(_loop_info(iv, stage, attached_here) for iv in stage.leaves), accesses, tuple(st.reads()),
+        tuple(s.name for s in state.producers(stage)), tuple(s.name for s in state.consumers(stage)),
+        st.is_output, elementwise, reuse, conditional, functions, stage.scope, attach,
+        MappingProxyType(dict(stage.annotations)))
+
+
+# What a block's facts take from its statement alone, worked out once per statement: a stage's
+# statement never changes, and replaying a trace makes equal ones again (inlining and caches
+# make new statements in every replay), so they are memoised by value. Hashing a statement
+# costs a few microseconds, reading its body a hundred.
+_StatementFacts = tuple[tuple[AxisInfo, ...], tuple[AxisInfo, ...], tuple[Access, ...], bool, bool, bool,
+                        frozenset[str]]
+
+
+@functools.lru_cache(maxsize=1024)
+def _statement_facts(st: Statement) -> _StatementFacts:
+    """The statement's spatial and reduction axes, its accesses, whether it is elementwise and
+    has data reuse, whether it holds a conditional, and the functions it applies."""
     spatial = tuple(AxisInfo(a.name, a.extent) for a in st.axes)
     reduction = tuple(AxisInfo(a.name, a.extent) for a in st.reduce_axes)
     names = {a.name for a in st.axes + st.reduce_axes}
+    body_loads = loads(st.body)
     accesses = tuple(Access(ld.buffer, tuple(_index_axis(i, names) for i in ld.indices),
                             all(isinstance(i, Var) and i.name in names for i in ld.indices))
-                     for ld in loads(st.body))
+                     for ld in body_loads)
     own = tuple(a.name for a in st.axes)
     elementwise = not st.is_reduction and all(
         acc.axes == own for acc in accesses if len(acc.axes) == len(own))
@@ -163,7 +190,7 @@ def _block_info(state: ScheduleState, stage: StageState) -> BlockInfo:
     reuse = False
     for buffer in dict.fromkeys(acc.buffer for acc in accesses):
         used: set[str] = set()
-        for ld in loads(st.body):
+        for ld in body_loads:
             if ld.buffer == buffer:
                 for index in ld.indices:
                     used |= free_vars(index)
@@ -172,13 +199,8 @@ def _block_info(state: ScheduleState, stage: StageState) -> BlockInfo:
         if missing >= 2 or (missing >= 1 and st.is_reduction):
             reuse = True
             break
-    attach = None if stage.attach is None else (stage.attach.target.name, stage.attach.loop.name)
-    return BlockInfo(
-        stage.name, stage.buffer, st.shape, spatial, reduction, st.reduce_op,
-        tuple(_loop_info(state, iv, stage) for iv in stage.leaves), accesses, tuple(st.reads()),
-        tuple(s.name for s in state.producers(stage)), tuple(s.name for s in state.consumers(stage)),
-        st.is_output, elementwise, reuse, any(isinstance(e, Select) for e in walk(st.body)),
-        _functions(st.body), stage.scope, attach, MappingProxyType(dict(stage.annotations)))
+    conditional = any(isinstance(e, Select) for e in walk(st.body))
+    return spatial, reduction, accesses, elementwise, reuse, conditional, _functions(st.body)
 
 
 def _functions(body) -> frozenset[str]:

@@ -1,7 +1,8 @@
 """What the postprocessors read of a schedule's lowered loop program, each part worked out once.
 
 * ``Lowered``: a loop program and the answers of ``ir.vectorizable`` already asked of its
-  loops; ``lowered(sch)`` gives the one of a schedule's current state, and ``remember`` lets
+  loops (most read off the body by ``plainly_vectorizes``, without flattening offsets);
+  ``lowered(sch)`` gives the one of a schedule's current state, and ``remember`` lets
   a postprocessor that holds it hand it to the next, so that a sample is lowered as few
   times as possible (lowering costs about as much as replaying the trace).
 * ``with_kinds(func, kinds)`` (from ``metasched.lower``): the program with some loops of another
@@ -9,7 +10,10 @@
 * ``MAX_UNROLLED_WORK`` and ``UnrolledWork``: the estimate of the code LLVM must optimise and
   the most of it worth compiling. The rewrite that unrolls loops and the verifier that
   rejects programs ask this one estimate, with this one limit.
-* ``walk(stmt, scope)``: every statement with the buffers in scope and the loops around it.
+* ``walk(stmt, scope)``: every statement with the buffers in scope and the loops around it;
+  ``slope(index, var)``: the coefficient of a loop variable in an index, where it is plain;
+  ``index_terms`` and ``flat_terms``: an index, a flat offset as a linear combination of
+  atoms, memoised.
 """
 from __future__ import annotations
 
@@ -18,7 +22,11 @@ import functools
 import weakref
 from typing import AbstractSet, Iterator, Mapping, Optional
 
-from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children
+from metasched.errors import CodegenError
+from metasched.ir import access
+from metasched.ir.access import Terms
+from metasched.ir.analysis import free_vars
+from metasched.ir.expr import INDEX, BinOp, Expr, FloatImm, IntImm, Load, Var, children
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 from metasched.lower import with_kinds
 from metasched.ir.vectorizable import vector_fallback_reason
@@ -55,11 +63,12 @@ class Lowered:
     _work: Optional[UnrolledWork] = None
 
     def vector_fallback_reason(self, loop: For, scope: Scope) -> Optional[str]:
-        """``vector_fallback_reason(loop, scope.__getitem__)``, asked once per loop body."""
+        """``vector_fallback_reason(loop, scope.__getitem__)``, asked once per loop body (and
+        only where ``plainly_vectorizes`` cannot tell that it is None)."""
         known = self._vector_reasons.get(id(loop.body))
         if known is not None and known[0] is loop.body and known[1] == loop.var and _same(known[2], scope):
             return known[3]
-        reason = vector_fallback_reason(loop, scope.__getitem__)
+        reason = None if plainly_vectorizes(loop, scope) else vector_fallback_reason(loop, scope.__getitem__)
         self._vector_reasons[id(loop.body)] = (loop.body, loop.var, scope, reason)
         return reason
 
@@ -79,6 +88,86 @@ class Lowered:
 
 def _same(a: Scope, b: Scope) -> bool:
     return a is b or (a.keys() == b.keys() and all(a[name] is b[name] for name in a))
+
+
+def plainly_vectorizes(loop: For, scope: Scope) -> bool:
+    """Whether ``ir.vectorizable.vector_fallback_reason`` surely finds nothing against ``loop``,
+    read off its body without flattening any offset (which the predicate does for every
+    access): no loop or allocation inside; every store's offset moves with the loop
+    variable (its ``slope``s, weighted by the strides, sum to a nonzero coefficient: the one
+    ``linear_in`` finds); and each buffer stored to is stored and read at one tuple of
+    indices only, so at one offset, and the forms the predicate compares are equal. False
+    when unsure (a variable entering non-linearly, two tuples of indices): then ask the
+    predicate, which also gives the reason."""
+    stored: dict[str, tuple[Expr, ...]] = {}
+    read: list[Load] = []
+    stack = [loop.body]
+    while stack:
+        stmt = stack.pop()
+        kind = type(stmt)
+        if kind is Seq:
+            stack.extend(stmt.stmts)
+        elif kind is IfThenElse:
+            stack.append(stmt.then_body)
+            if stmt.else_body is not None:
+                stack.append(stmt.else_body)
+            read.extend(loads_in(stmt.cond))
+        elif kind is Store:
+            indices = stored.setdefault(stmt.buffer, stmt.indices)
+            if indices is not stmt.indices and indices != stmt.indices:
+                return False
+            buffer = scope.get(stmt.buffer)
+            if buffer is None or len(buffer.shape) != len(indices):
+                return False
+            slopes = [slope(index, loop.var) for index in indices]
+            if None in slopes or not sum(k * stride for k, stride in zip(slopes, buffer.strides)):
+                return False
+            for e in exprs(stmt):
+                read.extend(loads_in(e))
+        else:  # a loop or an allocation
+            return False
+    return all(ld.buffer not in stored or ld.indices is stored[ld.buffer] or ld.indices == stored[ld.buffer]
+               for ld in read)
+
+
+def slope(index: Expr, var: str) -> Optional[int]:
+    """The coefficient of ``var`` in ``index`` when it enters only through ``+``, ``-`` and
+    products with an integer literal (0 when it does not enter), else None. Then it is the
+    coefficient ``ir.access.index_terms`` finds: no atom of those holds ``var``."""
+    kind = type(index)
+    if kind is Var:
+        return 1 if index.name == var else 0
+    if kind is IntImm:
+        return 0
+    if kind is BinOp and index.dtype_ == INDEX:
+        if index.op in ("+", "-"):
+            a, b = slope(index.a, var), slope(index.b, var)
+            return None if a is None or b is None else a + b if index.op == "+" else a - b
+        if index.op == "*" and (type(index.a) is IntImm or type(index.b) is IntImm):
+            literal, other = (index.a, index.b) if type(index.a) is IntImm else (index.b, index.a)
+            found = slope(other, var)
+            return None if found is None else found * literal.value
+    return None if var in free_vars(index) else 0
+
+
+# Memoised by value, as ``ir.access.canonical`` is: the samples of one workload share many
+# accesses (a third of them in random samples, more between a trace and its mutants), and
+# working out the terms of an index costs ten times as much as hashing it. Callers must not
+# change the dicts returned.
+index_terms = functools.lru_cache(maxsize=1 << 12)(access.index_terms)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def flat_terms(buffer: Buffer, indices: tuple[Expr, ...]) -> Terms:
+    """``index_terms`` of the row-major element offset of ``buffer[indices]``: the terms of
+    ``flat_index(buffer, indices)`` (which is their canonical expression), without the round
+    trip through it."""
+    if len(indices) != len(buffer.shape):
+        raise CodegenError(f"{buffer.name} has {len(buffer.shape)} dimensions, indexed with {len(indices)}")
+    total: Expr = IntImm(0)
+    for index, stride in zip(indices, buffer.strides):
+        total = BinOp("+", total, BinOp("*", index, IntImm(stride)))
+    return access.index_terms(total)
 
 
 # Schedule -> (instructions in its trace when the program was lowered, the program). Every

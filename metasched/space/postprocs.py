@@ -25,16 +25,17 @@ import functools
 import math
 from typing import Mapping, Optional, Sequence
 
-from metasched.errors import CodegenError, ScheduleError
-from metasched.ir.access import Terms, index_terms
+from metasched.errors import ScheduleError
+from metasched.ir.access import Terms
 from metasched.ir.analysis import Interval, free_vars, int_bounds
-from metasched.ir.expr import INDEX, BinOp, Expr, IntImm, Var
+from metasched.ir.expr import BinOp, Expr, IntImm, Var
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, PrimFunc, Store
 from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo, LoopInfo
 from metasched.space.base import Postproc
-from metasched.space.loop_program import (MAX_UNROLLED_WORK, Lowered, Scope, UnrolledWork, exprs, loads_in, lowered,
-                                          params, remember, unrolled_work, walk)
+from metasched.space.loop_program import (MAX_UNROLLED_WORK, Lowered, Scope, UnrolledWork, exprs, flat_terms,
+                                          index_terms, loads_in, lowered, params, remember, slope, unrolled_work,
+                                          walk)
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE
 
 KEYS = (PARALLEL, VECTORIZE, UNROLL_EXPLICIT, UNROLL_IMPLICIT)
@@ -223,9 +224,10 @@ def _block_limits(infos: Mapping[str, BlockInfo]) -> dict[str, _Limits]:
 class _Offset:
     """The flat element offset of ``buffer[indices]``, asked for its coefficient in several
     loops. Where a loop variable enters every index only through sums and products with
-    integer literals, the coefficient is read off the indices (``_slope``); otherwise it is
-    that of the offset's linear combination of atoms (``index_terms``, worked out once),
-    which also sees through the ``//`` and ``%`` pairs that flattening a fused loop makes."""
+    integer literals, the coefficient is read off the indices (``loop_program.slope``);
+    otherwise it is that of the offset's linear combination of atoms (``flat_terms``, worked
+    out once), which also sees through the ``//`` and ``%`` pairs that flattening a fused
+    loop makes."""
 
     def __init__(self, buffer: Buffer, indices: tuple[Expr, ...]) -> None:
         self.buffer, self.indices = buffer, indices
@@ -236,7 +238,7 @@ class _Offset:
         """``linear_in(offset, var)[0]``: the coefficient of ``var``, None where it enters
         non-linearly."""
         if var not in self._coefficients:
-            slopes = [_slope(index, var) for index in self.indices]
+            slopes = [slope(index, var) for index in self.indices]
             if None in slopes:
                 terms, nonlinear = self._atoms()
                 found = None if var in nonlinear else terms.get(Var(var), 0)
@@ -252,26 +254,6 @@ class _Offset:
             inside = [free_vars(atom) for atom in terms if atom is not None and not isinstance(atom, Var)]
             self._terms = terms, frozenset().union(*inside)
         return self._terms
-
-
-def _slope(index: Expr, var: str) -> Optional[int]:
-    """The coefficient of ``var`` in ``index`` when it enters only through ``+``, ``-`` and
-    products with an integer literal (0 when it does not enter), else None. Then it is the
-    coefficient ``index_terms`` finds: no atom of those holds ``var``."""
-    kind = type(index)
-    if kind is Var:
-        return 1 if index.name == var else 0
-    if kind is IntImm:
-        return 0
-    if kind is BinOp and index.dtype_ == INDEX:
-        if index.op in ("+", "-"):
-            a, b = _slope(index.a, var), _slope(index.b, var)
-            return None if a is None or b is None else a + b if index.op == "+" else a - b
-        if index.op == "*" and (type(index.a) is IntImm or type(index.b) is IntImm):
-            literal, other = (index.a, index.b) if type(index.a) is IntImm else (index.b, index.a)
-            slope = _slope(other, var)
-            return None if slope is None else slope * literal.value
-    return None if var in free_vars(index) else 0
 
 
 class _Accesses:
@@ -566,46 +548,11 @@ def _race(loop: For, scope: Scope) -> Optional[str]:
             ranges = {inner.var: (0, inner.extent - 1) for inner, _ in around}
             for buffer, indices in found:
                 accesses.setdefault(buffer, {}).setdefault((id(indices), id(around)), ((indices, ranges), around))
-    terms = _TermsOf()
     for buffer in sorted(written - private):
-        if not _owned(loop, scope[buffer], [access for access, _ in accesses[buffer].values()], terms):
+        if not _owned(loop, scope[buffer], [access for access, _ in accesses[buffer].values()]):
             return (f"parallel loop {loop.var}: two of its iterations may access one element of "
                     f"{buffer}, one of them storing to it")
     return None
-
-
-class _TermsOf:
-    """``index_terms`` of index expressions and of flat offsets, each worked out once, by the
-    identity of the expression (or of the buffer and the tuple of indices); the entries keep
-    what they were worked out of, so an identity is not reused while the memo lives."""
-
-    def __init__(self) -> None:
-        self._known: dict[int, tuple[Expr, Terms]] = {}
-        self._flat: dict[tuple[int, int], tuple[Buffer, tuple[Expr, ...], Terms]] = {}
-
-    def __call__(self, index: Expr) -> Terms:
-        known = self._known.get(id(index))
-        if known is None:
-            known = self._known[id(index)] = (index, index_terms(index))
-        return known[1]
-
-    def flat(self, buffer: Buffer, indices: tuple[Expr, ...]) -> Terms:
-        known = self._flat.get((id(buffer), id(indices)))
-        if known is None:
-            known = self._flat[id(buffer), id(indices)] = (buffer, indices, flat_terms(buffer, indices))
-        return known[2]
-
-
-def flat_terms(buffer: Buffer, indices: tuple[Expr, ...]) -> Terms:
-    """``index_terms`` of the row-major element offset of ``buffer[indices]``: the terms of
-    ``flat_index(buffer, indices)`` (which is their canonical expression), without the round
-    trip through it."""
-    if len(indices) != len(buffer.shape):
-        raise CodegenError(f"{buffer.name} has {len(buffer.shape)} dimensions, indexed with {len(indices)}")
-    total: Expr = IntImm(0)
-    for index, stride in zip(indices, buffer.strides):
-        total = BinOp("+", total, BinOp("*", index, IntImm(stride)))
-    return index_terms(total)
 
 
 # A digit of the parallel variable v: (d, m) stands for (v // d) % m, with m == 0 for v // d.
@@ -625,7 +572,7 @@ class _Form:
     terms: tuple[tuple[int, int, int], ...]
 
 
-def _owned(loop: For, buffer: Buffer, accesses: list[_Access], terms_of: _TermsOf) -> bool:
+def _owned(loop: For, buffer: Buffer, accesses: list[_Access]) -> bool:
     """Whether every access in ``accesses`` touches only elements from which the iteration of
     ``loop`` that made it can be told. An element is seen through coordinates: its flat
     offset, then its indices. Where every access gives a coordinate the same digits of the
@@ -634,7 +581,7 @@ def _owned(loop: For, buffer: Buffer, accesses: list[_Access], terms_of: _TermsO
     determine the variable (``_determines``), the coordinates left need not be read."""
     digits: list[_Digit] = []
     for position in range(len(buffer.shape) + 1):
-        coordinates = [terms_of.flat(buffer, indices) if position == 0 else terms_of(indices[position - 1])
+        coordinates = [flat_terms(buffer, indices) if position == 0 else index_terms(indices[position - 1])
                        for indices, _ in accesses]
         forms = [_coordinate_form(terms, loop.var, ranges) for terms, (_, ranges) in zip(coordinates, accesses)]
         if any(form is None for form in forms) or len({(f.digits, f.outer) for f in forms}) != 1:

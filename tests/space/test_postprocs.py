@@ -18,7 +18,8 @@ from metasched.ir.analysis import substitute
 from metasched.lang import assert_outputs_close
 from metasched.schedule import Schedule, analysis
 from metasched.space import PostOrderApply, RewriteParallelVectorizeUnroll, VerifyKernel, cpu_default
-from metasched.space.loop_program import MAX_UNROLLED_WORK, UnrolledWork, lowered, with_kinds
+from metasched.space.loop_program import (MAX_UNROLLED_WORK, UnrolledWork, lowered, params, plainly_vectorizes,
+                                          walk, with_kinds)
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, VECTORIZE
 from metasched.space.postprocs import KEYS, parallel_race, unrolled_work, vector_fallback
 from metasched.testing import assert_equivalent, schedules
@@ -211,6 +212,25 @@ def test_the_rewrite_never_fails_and_never_vectorizes_a_loop_that_falls_back(dat
         assert vector_fallback(sch.lower()) is None
     if VerifyKernel().reason(sch) is None:
         assert_equivalent(sch)
+
+
+@given(st.data())
+def test_the_quick_vectorize_check_never_says_yes_where_the_predicate_finds_a_reason(data):
+    """``plainly_vectorizes`` answers most questions without flattening offsets; where it says
+    a loop vectorizes, the full predicate (codegen's) must find nothing against it."""
+    name = data.draw(st.sampled_from(sorted(SMALL_PARAMS)))
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    if data.draw(st.booleans()):
+        sch = data.draw(schedules(wl, max_steps=10))
+    else:
+        try:
+            sch = cpu_default().sample(wl, data.draw(st.integers(0, 2**32)))
+        except ScheduleError:
+            return
+    func = sch.lower()
+    for stmt, scope, _ in walk(func.body, params(func)):
+        if isinstance(stmt, For) and plainly_vectorizes(stmt, scope):
+            assert vectorizable.vector_fallback_reason(stmt, scope.__getitem__) is None
 
 
 # -- VerifyKernel -----------------------------------------------------------------------------
