@@ -8,7 +8,7 @@ import functools
 
 from typing import Iterator, Optional
 
-from metasched.ir.analysis import free_vars, walk
+from metasched.ir.analysis import free_vars, loads
 from metasched.ir.expr import BinOp, Expr, IntImm, Load, Neg, Var
 from metasched.ir.stmt import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store
 from metasched.errors import CodegenError
@@ -21,13 +21,26 @@ Terms = dict[Optional[Expr], int]
 
 def flat_index(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
     """The row-major element offset of ``buffer[indices]`` as one canonical index expression."""
+    return canonical(_flat_sum(buffer, indices))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def offset_in(buffer: Buffer, indices: tuple[Expr, ...], var: str) -> Optional[tuple[int, Expr]]:
+    """``linear_in(flat_index(buffer, indices), var)``, from the terms of the offset read
+    once (the terms of a canonical expression are those it was made of). Memoised: a
+    reduction's update loads the element it stores, with the same indices."""
+    return _linear(index_terms(_flat_sum(buffer, indices)), var)
+
+
+def _flat_sum(buffer: Buffer, indices: tuple[Expr, ...]) -> Expr:
+    """``sum(index * stride)``, the offset of ``buffer[indices]`` before it is canonical."""
     if len(indices) != len(buffer.shape):
         raise CodegenError(f"{buffer.name} has {len(buffer.shape)} dimensions, "
                          f"indexed with {len(indices)}")
     total: Expr = IntImm(0)
     for index, stride in zip(indices, buffer.strides):
         total = BinOp("+", total, BinOp("*", index, IntImm(stride)))
-    return canonical(total)
+    return total
 
 
 @functools.lru_cache(maxsize=1 << 14)
@@ -45,7 +58,11 @@ def linear_in(expr: Expr, var: str) -> Optional[tuple[int, Expr]]:
     """``expr`` as ``coefficient * var + rest`` with an int coefficient and ``rest`` free of
     ``var``, or None when ``var`` enters non-linearly (``//``, ``%``, ``max``, a product with a
     non-constant). ``rest`` may hold any expression of the other variables."""
-    terms = index_terms(expr)
+    return _linear(index_terms(expr), var)
+
+
+def _linear(terms: Terms, var: str) -> Optional[tuple[int, Expr]]:
+    """``linear_in`` of the expression of ``terms`` (which it takes apart)."""
     coefficient = terms.pop(Var(var), 0)
     if any(atom is not None and var in free_vars(atom) for atom in terms):
         return None
@@ -65,20 +82,29 @@ def from_terms(terms: Terms) -> Expr:
 
 
 def index_terms(e: Expr) -> Terms:
-    """The linear combination of atoms equal to the index expression ``e``."""
-    if isinstance(e, IntImm):
+    """The linear combination of atoms equal to the index expression ``e`` (a new dict)."""
+    kind = type(e)
+    if kind is Var:
+        return {e: 1}
+    if kind is IntImm:
         return {None: e.value} if e.value else {}
-    if isinstance(e, Var):
-        return {e: 1}
-    if isinstance(e, Neg):
+    if kind is Neg:
         return _scaled(index_terms(e.a), -1)
-    if not isinstance(e, BinOp) or e.dtype != "int64":
+    if kind is not BinOp or e.dtype != "int64":
         return {e: 1}
+    return dict(_binop_terms(e))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _binop_terms(e: BinOp) -> Terms:
+    """``index_terms`` of an index ``BinOp``, kept unchanged (``index_terms`` hands out
+    copies). Memoised: lowering, the postprocessors and the features take apart the same
+    indices, and offsets made of them, again and again; a sum's terms then come from those of
+    its operands, known already."""
     a, b = index_terms(e.a), index_terms(e.b)
     if e.op in ("+", "-"):
-        merged = dict(a)
-        add_terms(merged, b, 1 if e.op == "+" else -1)
-        return _fold_div_mod_pairs(merged)
+        add_terms(a, b, 1 if e.op == "+" else -1)  # ``a`` is a new dict: merged in place
+        return _fold_div_mod_pairs(a)
     b_const, a_const = _constant(b), _constant(a)
     if e.op == "*" and (b_const is not None or a_const is not None):
         return _scaled(a, b_const) if b_const is not None else _scaled(b, a_const)
@@ -98,7 +124,10 @@ def index_terms(e: Expr) -> Terms:
 
 
 def _constant(terms: Terms) -> Optional[int]:
-    return terms.get(None, 0) if all(atom is None for atom in terms) else None
+    """The value of ``terms`` if they hold no atom (only the constant), else None."""
+    if not terms:
+        return 0
+    return terms[None] if len(terms) == 1 and None in terms else None
 
 
 def _scaled(terms: Terms, k: int) -> Terms:
@@ -117,6 +146,10 @@ def add_terms(into: Terms, terms: Terms, scale: int) -> None:
 
 def _fold_div_mod_pairs(terms: Terms) -> Terms:
     """Replace ``k * (y % c) + k*c * (y // c)`` by ``k * y`` until none is left."""
+    # Checked at every ``+`` of a sum: most hold no such pair, and a pair needs both kinds.
+    ops = {atom.op for atom in terms if isinstance(atom, BinOp)}
+    if "%" not in ops or "//" not in ops:
+        return terms
     changed = True
     while changed:
         changed = False
@@ -163,10 +196,11 @@ def stmt_exprs(s: Stmt) -> Iterator[Expr]:
 
 
 def stmt_loads(s: Stmt) -> Iterator[Load]:
-    for e in stmt_exprs(s):
-        for node in walk(e):
-            if isinstance(node, Load):
-                yield node
+    """Every load in a statement tree, in the order of ``stmt_exprs`` and ``walk``. Only
+    stored values read tensors (indices and conditions are index expressions)."""
+    for node in sub_stmts(s):
+        if isinstance(node, Store):
+            yield from loads(node.value)
 
 
 def used_names(s: Stmt) -> tuple[set[str], set[str]]:

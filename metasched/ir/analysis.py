@@ -6,7 +6,7 @@ import functools
 
 from typing import Callable, Iterator, Mapping, Optional
 
-from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Neg, Var, children, rebuild
+from metasched.ir.expr import INDEX, BinOp, Expr, FloatImm, IntImm, Load, Neg, Var, children, rebuild
 
 # An affine form: {variable name: coefficient} and a constant.
 Affine = tuple[dict[str, int], int]
@@ -57,8 +57,20 @@ def free_vars(expr: Expr) -> frozenset[str]:
 
 
 def loads(expr: Expr) -> list[Load]:
-    """Every load in ``expr`` (both branches of conditionals included)."""
-    return [e for e in walk(expr) if isinstance(e, Load)]
+    """Every load in ``expr`` (both branches of conditionals included), in ``walk`` order.
+
+    The walk does not enter index expressions (``int64``: a load's indices, the operands of
+    a condition's comparisons, a cast loop counter), which are most of the nodes of a
+    lowered statement: tensors hold floats and nothing turns a float into an index, so an
+    index expression reads no tensor."""
+    found: list[Load] = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if type(node) is Load:
+            found.append(node)
+        stack.extend(child for child in reversed(children(node)) if child.dtype != INDEX)
+    return found
 
 
 def _fold_int(op: str, a: int, b: int) -> Optional[int]:
@@ -126,8 +138,20 @@ def simplify(expr: Expr) -> Expr:
     Index expressions that are affine are rewritten into a canonical sum of terms so that
     equal affine expressions print the same way; other nodes keep their structure.
     """
+    if expr.dtype == "int64":
+        return _simplify_index(expr)
+    return transform(expr, _simplify_node)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _simplify_index(expr: Expr) -> Expr:
+    """``simplify`` of an index expression. Memoised: lowering simplifies the same indices
+    again and again (the loop values of one stage in every stage attached to it, expressions
+    already simplified, the same loop structure in sample after sample). Only index
+    expressions: they hold integers, whose equality is exact, so an equal input may be given
+    the output of another (float constants are not: ``0.0 == -0.0``)."""
     folded = transform(expr, _simplify_node)
-    if folded.dtype == "int64" and not isinstance(folded, (IntImm, Var)):
+    if not isinstance(folded, (IntImm, Var)):
         form = as_affine(folded)
         if form is not None:
             return from_affine(form)
@@ -149,35 +173,36 @@ def as_affine(expr: Expr) -> Optional[Affine]:
     if not isinstance(expr, BinOp) or expr.dtype != "int64":
         return None
     op = expr.op
+    if op not in ("+", "-", "*", "//", "%"):
+        return None
+    # The right operand is not looked at when the left is not affine (lowering simplifies
+    # long sums whose first term is a ``//`` or ``%`` of a fused loop).
+    la = as_affine(expr.a)
+    if la is None:
+        return None
+    lb = as_affine(expr.b)
+    if lb is None:
+        return None
     if op in ("+", "-"):
-        la, lb = as_affine(expr.a), as_affine(expr.b)
-        if la is None or lb is None:
-            return None
         sign = 1 if op == "+" else -1
         coeffs = dict(la[0])
         for name, c in lb[0].items():
             coeffs[name] = coeffs.get(name, 0) + sign * c
         return {k: v for k, v in coeffs.items() if v != 0}, la[1] + sign * lb[1]
     if op == "*":
-        la, lb = as_affine(expr.a), as_affine(expr.b)
-        if la is None or lb is None:
-            return None
         if not la[0]:
             la, lb = lb, la
         if lb[0]:
             return None
         k = lb[1]
         return {n: c * k for n, c in la[0].items() if c * k != 0}, la[1] * k
-    if op in ("//", "%"):
-        la, lb = as_affine(expr.a), as_affine(expr.b)
-        if la is None or lb is None or lb[0] or lb[1] <= 0:
-            return None
-        if la[0]:
-            if op == "//" and lb[1] == 1:
-                return la
-            return None
-        return {}, _fold_int(op, la[1], lb[1])
-    return None
+    if lb[0] or lb[1] <= 0:  # ``//`` or ``%`` by something that is not a positive constant
+        return None
+    if la[0]:
+        if op == "//" and lb[1] == 1:
+            return la
+        return None
+    return {}, _fold_int(op, la[1], lb[1])
 
 
 def from_affine(form: Affine) -> Expr:

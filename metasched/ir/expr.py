@@ -125,7 +125,11 @@ class Load(Expr):
         return f"Load({self.buffer!r}, {self.indices!r}, {self.dtype_!r})"
 
 
-@dataclass(frozen=True, eq=True, repr=False)
+_ARITH_OPS = frozenset(ARITH_OPS)
+_BOOL_OPS = frozenset(COMPARE_OPS + LOGIC_OPS)
+
+
+@dataclass(frozen=True, eq=True, repr=False, init=False)
 class BinOp(Expr):
     """``a op b`` for arithmetic, comparison (result bool) and logical (bool operands) ops."""
 
@@ -135,19 +139,35 @@ class BinOp(Expr):
     # Worked out once: analyses ask for it on every node, and trees are deep.
     dtype_: str = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        if self.op not in ARITH_OPS + COMPARE_OPS + LOGIC_OPS:
-            raise ValueError(f"unknown binary operator {self.op!r}")
-        if self.op in COMPARE_OPS or self.op in LOGIC_OPS:
+    def __init__(self, op: str, a: Expr, b: Expr) -> None:
+        # Written out rather than generated: the generated ``__init__`` of a frozen dataclass
+        # sets each field through ``object.__setattr__``, which doubles the cost of the node
+        # that index arithmetic builds most (hundreds per lowered program).
+        if op in _ARITH_OPS:
+            da, db = a.dtype, b.dtype
+            dtype = da if da in FLOAT_DTYPES else db if db in FLOAT_DTYPES else INDEX
+        elif op in _BOOL_OPS:
             dtype = BOOL
         else:
-            da, db = self.a.dtype, self.b.dtype
-            dtype = da if da in FLOAT_DTYPES else db if db in FLOAT_DTYPES else INDEX
-        object.__setattr__(self, "dtype_", dtype)
+            raise ValueError(f"unknown binary operator {op!r}")
+        fields = self.__dict__
+        fields["op"], fields["a"], fields["b"], fields["dtype_"] = op, a, b, dtype
 
     @property
     def dtype(self) -> str:
         return self.dtype_
+
+    def __hash__(self) -> int:
+        # The generated hash, remembered: memoised analyses and term dictionaries hash the same
+        # deep index expressions again and again, and each hash would walk the whole tree.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.op, self.a, self.b))
+        return h
+
+    def __getstate__(self) -> dict:
+        # Without the remembered hash: a string's hash differs from one process to another.
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def __repr__(self) -> str:
         return f"BinOp({self.op!r}, {self.a!r}, {self.b!r})"
@@ -248,12 +268,12 @@ def as_expr(value: ExprLike) -> Expr:
 
 def children(expr: Expr) -> tuple[Expr, ...]:
     """The direct sub-expressions of a node."""
+    if isinstance(expr, BinOp):  # the commonest node with children, then the leaves
+        return (expr.a, expr.b)
     if isinstance(expr, (IntImm, FloatImm, Var)):
         return ()
     if isinstance(expr, Load):
         return expr.indices
-    if isinstance(expr, BinOp):
-        return (expr.a, expr.b)
     if isinstance(expr, (Neg, Not)):
         return (expr.a,)
     if isinstance(expr, Call):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from metasched.ir.access import flat_index, linear_in, stmt_loads, sub_stmts
+from metasched.ir.access import offset_in, stmt_loads, sub_stmts
 from metasched.ir.expr import Expr
 from metasched.ir.stmt import Allocate, Buffer, For, Store
 
@@ -27,14 +27,14 @@ def vector_fallback_reason(loop: For, buffer: Callable[[str], Buffer]) -> Option
             return "the body contains a loop or an allocation"
         if not isinstance(node, Store):
             continue
-        form = linear_in(flat_index(buffer(node.buffer), node.indices), loop.var)
+        form = offset_in(buffer(node.buffer), node.indices, loop.var)
         if form is None or form[0] == 0:
             return f"lanes may store to one element of {node.buffer}"
         if stored.setdefault(node.buffer, form) != form:
             return f"{node.buffer} is stored at two different offsets"
     for load in stmt_loads(loop.body):
         if load.buffer in stored:
-            form = linear_in(flat_index(buffer(load.buffer), load.indices), loop.var)
+            form = offset_in(buffer(load.buffer), load.indices, loop.var)
             if form != stored[load.buffer]:
                 return f"{load.buffer} is read at another offset than it is written"
     return None

@@ -24,9 +24,9 @@ import dataclasses
 from math import prod
 from typing import Mapping, Optional
 
-from metasched.ir.access import from_terms, index_terms
-from metasched.ir.analysis import Affine, as_affine, free_vars, from_affine, int_bounds, simplify, substitute, transform
-from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var
+from metasched.ir.access import canonical
+from metasched.ir.analysis import Affine, as_affine, free_vars, from_affine, int_bounds, simplify, substitute
+from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children, rebuild
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
 from metasched.lower.bounds import Span, axis_indices, loop_reach, region
@@ -56,7 +56,10 @@ def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[It
     buffer happens within one iteration, so the buffer is allocated there with the region one
     iteration writes (a ``local`` write cache under a tile becomes a tile-sized array). The
     loop and the region, or None."""
-    if stage.statement.is_output:
+    # Most stages have no stage computed after one of their loops: that is quicker to see
+    # than which stages read their buffer.
+    if stage.statement.is_output or not any(s.attach is not None and s.attach.after and s.attach.target is stage
+                                            for s in state.stages):
         return None
     consumers = state.consumers(stage)
     if len(consumers) != 1:
@@ -69,9 +72,9 @@ def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[It
 
 
 def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bool]]]:
-    """Every loop of the stage (by name, consumed ones included) as an expression of its leaf
-    loops, and the guards that overshooting splits need, each with whether it bounds a
-    reduction loop."""
+    """Every loop of the stage (by name, consumed ones included) as a simplified expression of
+    its leaf loops (``from_affine`` gives what ``simplify`` would), and the guards that
+    overshooting splits need, each with whether it bounds a reduction loop."""
     value: dict[str, Expr] = {lv.name: Var(lv.name) for lv in stage.leaves}
     # Splits compose affinely: keep affine forms alongside, so that a chain of splits costs a
     # few dictionary sums instead of repeated simplification of ever larger trees.
@@ -118,8 +121,9 @@ def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bo
 def stage_axes(stage: StageState, outer: dict[str, Expr],
                value: Optional[dict[str, Expr]] = None) -> tuple[list[Expr], list[Expr], list[Expr]]:
     """The stage's spatial axes as tensor indices (global), as buffer indices (local to the
-    region when compacted) and its reduction axes, all as expressions of its leaf loops and
-    of the enclosing loops in ``outer``; ``value`` is ``loop_values(stage)[0]`` if known."""
+    region when compacted) and its reduction axes, all as simplified expressions of its leaf
+    loops and of the enclosing loops in ``outer``; ``value`` is ``loop_values(stage)[0]`` if
+    known."""
     if value is None:
         value, _ = loop_values(stage)
     n = len(stage.statement.axes)
@@ -132,22 +136,40 @@ def stage_axes(stage: StageState, outer: dict[str, Expr],
     return glob, (local if stage.attach.compact else glob), reduce
 
 
-def _shift_compacted(expr: Expr, shifts: dict[str, list[Expr]]) -> Expr:
-    """Loads of compacted buffers, indexed relative to their region's start."""
-    def fix(e: Expr) -> Optional[Expr]:
+def _stage_body(body: Expr, mapping: dict[str, Expr], shifts: dict[str, list[Expr]]) -> Expr:
+    """A statement's body with its axes replaced as ``mapping`` says (simultaneously; the
+    values are simplified expressions) and the indices of its loads simplified, those of
+    compacted buffers made relative to their region's start (``shifts``).
+
+    Loads are rewritten from their own indices, which are small, rather than after
+    substitution: an index that is an axis alone becomes the axis's value as it is (simplify
+    gives a simplified expression back unchanged), and the substituted indices, the large
+    part of the result, are not walked again."""
+    def index(i: Expr) -> Expr:
+        if isinstance(i, Var) and i.name in mapping:
+            return mapping[i.name]
+        return simplify(substitute(i, mapping))
+
+    def rewrite(e: Expr) -> Expr:
         if isinstance(e, Load):
             starts = shifts.get(e.buffer)
-            idx = e.indices if starts is None else tuple(_minus(i, s) for i, s in zip(e.indices, starts))
-            return Load(e.buffer, tuple(simplify(i) for i in idx), e.dtype_)
-        return None
+            if starts is None:
+                return Load(e.buffer, tuple(index(i) for i in e.indices), e.dtype_)
+            shifted = (_minus(substitute(i, mapping), s) for i, s in zip(e.indices, starts))
+            return Load(e.buffer, tuple(shifted), e.dtype_)
+        if isinstance(e, Var):
+            return mapping.get(e.name, e)
+        kids = children(e)
+        new_kids = tuple(rewrite(k) for k in kids)
+        return e if all(a is b for a, b in zip(kids, new_kids)) else rebuild(e, new_kids)
 
-    return transform(expr, fix)
+    return rewrite(body)
 
 
 def _minus(index: Expr, start: Expr) -> Expr:
     """``index - start`` with the terms they share cancelled (a start may read fused loops:
     ``f // 8 * 256 + i_1 * 128`` off ``f // 8 * 256 + i_1 * 128 + ax0`` leaves ``ax0``)."""
-    return simplify(from_terms(index_terms(index - start)))
+    return simplify(canonical(index - start))
 
 
 def _all(conds: list[Expr]) -> Expr:
@@ -214,13 +236,13 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
                    for c in children if c.attach.compact})
     mapping = dict(zip([a.name for a in st.axes], glob))
     mapping.update(zip([a.name for a in st.reduce_axes], reduce))
-    body = _shift_compacted(substitute(st.body, mapping), shifts)
+    body = _stage_body(st.body, mapping, shifts)
     own = owns[id(stage)]
     own_shift: dict[str, list[Expr]] = {}
     if own is not None:
         index = [_minus(i, start) for i, (start, _) in zip(glob, own[1])]
         own_shift = {st.name: [start for start, _ in own[1]]}
-    store_index = tuple(simplify(i) for i in index)
+    store_index = tuple(index)  # simplified: axis values, or their offsets from the region's start
 
     def around(k: int, inner: Stmt) -> Stmt:
         """The body of loop ``k``: attached producers, ``inner``, attached consumers."""
@@ -291,10 +313,12 @@ def _with_kinds(stmt: Stmt, kinds: Mapping[str, ForKind]) -> Stmt:
     if isinstance(stmt, For):
         body = _with_kinds(stmt.body, kinds)
         kind = kinds.get(stmt.var, stmt.kind)
-        return stmt if body is stmt.body and kind is stmt.kind else dataclasses.replace(stmt, kind=kind, body=body)
+        if body is stmt.body and kind is stmt.kind:
+            return stmt
+        return For(stmt.var, stmt.extent, kind, body, stmt.annotations)
     if isinstance(stmt, Allocate):
         body = _with_kinds(stmt.body, kinds)
-        return stmt if body is stmt.body else dataclasses.replace(stmt, body=body)
+        return stmt if body is stmt.body else Allocate(stmt.buffer, body)
     if isinstance(stmt, IfThenElse):
         then = _with_kinds(stmt.then_body, kinds)
         other = None if stmt.else_body is None else _with_kinds(stmt.else_body, kinds)

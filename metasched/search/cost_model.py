@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from metasched.database import Database, Target
 from metasched.errors import ScheduleError
@@ -151,7 +152,8 @@ class GBTModel(CostModel):
             self._regressor = None
             return
         self._regressor = self._make()
-        self._regressor.fit(np.stack(self._rows), labels)
+        with threadpool_limits(limits=1):  # see ``predict_rows``
+            self._regressor.fit(np.stack(self._rows), labels)
 
     def _make(self):
         if self.kind == "hist":
@@ -170,7 +172,11 @@ class GBTModel(CostModel):
     def predict_rows(self, rows: np.ndarray) -> np.ndarray:
         if self._regressor is None or not len(rows):
             return self._fallback.predict_rows(rows)
-        return self._regressor.predict(rows)
+        # One thread: a few hundred rows take a millisecond, while scikit-learn's OpenMP
+        # threads, when the other core is busy (a worker, another program), wait for each
+        # other at every tree and took 0.6 s per call.
+        with threadpool_limits(limits=1):
+            return self._regressor.predict(rows)
 
     @classmethod
     def from_database(cls, database: Database, workloads: Iterable[Workload],
