@@ -158,7 +158,11 @@ class GBTModel(CostModel):
     def _make(self):
         if self.kind == "hist":
             from sklearn.ensemble import HistGradientBoostingRegressor
-            return HistGradientBoostingRegressor(max_iter=200, learning_rate=0.1, max_leaf_nodes=31,
+            # 60 rounds of 15 leaves at rate 0.2: the ranking accuracy of 200 rounds of 31 leaves
+            # at 0.1 (0.740 against 0.735 on matmul_relu, 0.799 against 0.802 on conv2d, 5-fold
+            # over 256 records) in a sixth of the time (0.14 s a fit against 0.8 s), and the
+            # model is refitted after every batch.
+            return HistGradientBoostingRegressor(max_iter=60, learning_rate=0.2, max_leaf_nodes=15,
                                                  min_samples_leaf=4, random_state=self.seed)
         from sklearn.ensemble import GradientBoostingRegressor
         return GradientBoostingRegressor(n_estimators=200, learning_rate=0.1, max_depth=4,
