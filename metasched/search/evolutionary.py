@@ -22,10 +22,9 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
-from metasched.database import program_key
 from metasched.errors import ScheduleError
 from metasched.schedule import Schedule, Trace, replay
-from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy, program_features
+from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy
 from metasched.search.mutators import MutatorSet, default_mutators
 from metasched.search.scoring import Candidate, Scorer
 from metasched.search.strategy import SearchContext, SearchStrategy
@@ -120,8 +119,7 @@ class EvolutionarySearch(SearchStrategy):
                 seconds.append(record.median)
             if schedules:
                 self.model.update(schedules, seconds)
-                self._remember([Candidate(program_key(sch.trace), sch.trace, program_features(sch))
-                                for sch in schedules], seconds)
+                self._remember([Candidate.of(sch) for sch in schedules], seconds)
 
     # --- scoring -----------------------------------------------------------------------------
     def _scores(self, population: Sequence[Candidate]) -> np.ndarray:
@@ -240,9 +238,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         self.model.update(schedules, seconds)
-        self._remember([self._proposed.get(id(sch)) or
-                        Candidate(program_key(sch.trace), sch.trace, program_features(sch))
-                        for sch in schedules], seconds)
+        self._remember([self._proposed.get(id(sch)) or Candidate.of(sch) for sch in schedules], seconds)
         if self.rounds and len(self.rounds[-1].predicted) == len(seconds) > 1:
             throughput = [0.0 if s is None else 1.0 / s for s in seconds]
             self.rounds[-1].accuracy = pairwise_accuracy(throughput, self.rounds[-1].predicted)

@@ -15,7 +15,6 @@ a seeded search stays deterministic.
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
 import pickle
@@ -41,6 +40,12 @@ class Candidate:
     key: str
     trace: Trace
     row: np.ndarray
+
+    @classmethod
+    def of(cls, sch: Schedule) -> Candidate:
+        """The candidate of a post-processed schedule."""
+        trace = sch.trace
+        return cls(program_key(trace), trace, program_features(sch))
 
     def schedule(self, workload: Workload) -> Schedule:
         """The program as a ``Schedule`` (its trace replayed as recorded)."""
@@ -76,9 +81,7 @@ class _Shared:
 
     def __getstate__(self) -> dict:
         if self._blob is None:
-            portable = copy.copy(self.space)
-            vars(portable).pop("_space_cache", None)  # design spaces: remade where needed
-            self._blob = pickle.dumps((self.workload, portable))
+            self._blob = pickle.dumps((self.workload, self.space))
         return {"blob": self._blob}
 
     def __setstate__(self, state: dict) -> None:
@@ -94,10 +97,6 @@ class _Shared:
 _UNPICKLED: dict[bytes, tuple[Workload, SpaceGenerator]] = {}
 
 
-def _candidate(sch: Schedule) -> Candidate:
-    return Candidate(program_key(sch.trace), sch.trace, program_features(sch))
-
-
 def _samples(shared: _Shared, seeds: Sequence[int]) -> list[Optional[Candidate]]:
     """A fresh sample of the space per seed; None where a postprocessor rejected it."""
     out: list[Optional[Candidate]] = []
@@ -107,7 +106,7 @@ def _samples(shared: _Shared, seeds: Sequence[int]) -> list[Optional[Candidate]]
         except ScheduleError:
             out.append(None)
             continue
-        out.append(_candidate(sch))
+        out.append(Candidate.of(sch))
     return out
 
 
@@ -117,7 +116,7 @@ def _mutants(shared: _Shared, traces: Sequence[Trace]) -> list[Optional[Candidat
     out: list[Optional[Candidate]] = []
     for trace in traces:
         sch = apply_mutant(shared.workload, trace, shared.space)
-        out.append(None if sch is None else _candidate(sch))
+        out.append(None if sch is None else Candidate.of(sch))
     return out
 
 

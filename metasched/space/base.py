@@ -79,6 +79,13 @@ class SpaceGenerator(abc.ABC):
                 raise ScheduleError(f"postprocessor {describe(post)} rejected the program")
         return sch
 
+    def __getstate__(self) -> dict:
+        # Pickled (to a worker process) or copied without the design spaces made so far:
+        # they are schedules, large to send, and remade where first needed.
+        state = dict(self.__dict__)
+        state.pop("_space_cache", None)
+        return state
+
     def _spaces(self, workload: Workload) -> list[Schedule]:
         # Design spaces depend only on the workload and the modules: make them once for each
         # (a rule list edited after a first sample makes new ones; ``repr`` shows every argument).
