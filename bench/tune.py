@@ -1,22 +1,26 @@
 """Learned-search benchmark: evolutionary search against random search, the cost model's
 quality and speed, every figure measured in this run.
 
-    python bench/tune.py [--workloads matmul_relu,conv2d_bias_relu,...] [--trials 64]
+    python bench/tune.py [--workloads matmul_relu,conv2d_bias_relu,...] [--trials 64] [--seeds 3]
 
 Per workload (matmul_relu 512, dense_bias_relu, conv2d_bias_relu, softmax 1024, reduce_cols
-4096): ``tune(strategy="evolutionary")`` with ``--trials`` trials, then continued to twice as
-many in the same database, and ``tune(strategy="replay")`` with twice as many in another. Each
-best kernel is then built from its database, checked, and timed in turns with numpy (PyTorch
-when installed) and with the hand-written schedule where there is one (medians of 5 rounds).
-Printed: best time, the ratios (their time / ours: above 1 we are faster), tuning wall time and
-the search's share of it (what is neither building nor measuring).
+4096) and per seed: ``tune(strategy="evolutionary")`` with ``--trials`` trials, then continued
+to twice as many in the same database, and ``tune(strategy="replay")`` with twice as many in
+another. Each best kernel is then built from its database, checked, and timed in turns with
+numpy (PyTorch when installed) and with the hand-written schedule where there is one (medians
+of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1 we are
+faster), tuning wall time and the search's share of it (what is neither building nor
+measuring); then per workload the median over the seeds of each figure. One run of 64 trials
+is one draw from a wide distribution (the measured times steer the search, and they are noisy),
+so the goals are read off the medians.
 
-Cost model: for matmul_relu and conv2d_bias_relu, all records of the three runs (about 4x
-``--trials``) are split in 5 folds; a ``GBTModel`` (hist and exact kinds) trained on 4 folds
-ranks the fifth; the mean pairwise ranking accuracy is printed with a random model's. Scoring
-rate: candidates made per second by evolutionary search rounds guided by the model trained on
-the evolutionary run's records (sampling or mutating, replay, postprocessors, lowering,
-features, prediction), in one process and in the two worker processes the tuner uses.
+Cost model: for matmul_relu and conv2d_bias_relu, all records of a seed's three runs (about
+4x ``--trials``) are split in 5 folds; a ``GBTModel`` (hist and exact kinds) trained on 4 folds
+ranks the fifth; the mean pairwise ranking accuracy over folds and seeds is printed with a
+random model's. Scoring rate: candidates made per second by evolutionary search rounds guided
+by the model trained on the first seed's evolutionary records (sampling or mutating, replay,
+postprocessors, lowering, features, prediction), in one process and in the two worker
+processes the tuner uses.
 
 Goals (issue 9): evolutionary beats random on the geometric mean at equal trials; at 64 trials
 each workload at least as fast relative to numpy/PyTorch as TVM MetaSchedule's 64 trials
@@ -126,47 +130,69 @@ def scoring_rate(wl, model: GBTModel, rounds: int = 3) -> dict[str, float]:
     return rates
 
 
+RATIOS = ("numpy", "PyTorch", "hand-written")
+
+
+def print_row(name: str, seed: str, strategy: str, trials: int, found: dict, wall: float, share: float) -> None:
+    tvm_ratio, tvm_base, tvm_wall = TVM.get(name, (None, None, None))
+    tvm = f"{tvm_ratio}x {tvm_base}, {tvm_wall} s" if tvm_ratio else "-"
+    cells = [f"{found[k]:.2f}" if k in found else "-" for k in RATIOS]
+    print(f"| {name} | {seed} | {strategy} | {trials} | {found['seconds'] * 1e3:.3f} ms | {' | '.join(cells)} "
+          f"| {wall:.1f} s | {share:.0%} | {tvm} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--trials", type=int, default=64)
+    parser.add_argument("--seeds", type=int, default=3, help="runs per setting (seeds 0, 1, ...)")
     args = parser.parse_args()
-    n, names = args.trials, args.workloads.split(",")
+    n, names, seeds = args.trials, args.workloads.split(","), range(args.seeds)
     print(f"{environment()}" + (f", torch {torch.__version__}" if torch else ", PyTorch not installed"))
-    header = ("| workload | search | trials | best | vs numpy | vs PyTorch | vs hand-written | "
+    header = ("| workload | seed | search | trials | best | vs numpy | vs PyTorch | vs hand-written | "
               "wall | search share | TVM-64 |")
     print(f"\n{header}\n|{'---|' * (header.count('|') - 1)}")
-    geo = {"evolutionary": [], "replay": []}
+    settings = [("evolutionary", n), ("evolutionary", 2 * n), ("replay", 2 * n)]
+    geo: dict[str, list[float]] = {"evolutionary": [], "replay": []}
     with tempfile.TemporaryDirectory() as folder:
         for name in names:
             wl = workloads.get(name)
-            evo_db, rand_db = str(Path(folder) / f"{name}.evo.db"), str(Path(folder) / f"{name}.rand.db")
-            runs = [("evolutionary", n, evo_db), ("evolutionary", 2 * n, evo_db), ("replay", 2 * n, rand_db)]
-            wall: dict[str, float] = {}  # a continued run adds to the wall time of its start
-            for strategy, trials, path in runs:
-                result = tune(wl, trials=trials, database=path, seed=0, strategy=strategy)
-                wall[path] = wall.get(path, 0.0) + result.wall_seconds
-                found = compare(wl, path)
-                if trials == 2 * n:
-                    geo[strategy].append(found["seconds"])
-                tvm_ratio, tvm_base, tvm_wall = TVM.get(name, (None, None, None))
-                tvm = f"{tvm_ratio}x {tvm_base}, {tvm_wall} s" if tvm_ratio else "-"
-                cells = [f"{found[k]:.2f}" if k in found else "-" for k in ("numpy", "PyTorch", "hand-written")]
-                print(f"| {name} | {strategy} | {trials} | {found['seconds'] * 1e3:.3f} ms | {' | '.join(cells)} "
-                      f"| {wall[path]:.1f} s | {search_share(result):.0%} | {tvm} |", flush=True)
-            if name in MODEL_WORKLOADS:
-                quality = model_quality(wl, [evo_db, rand_db])
-                print(f"|   model on {quality['records']} records of {name} (5-fold) | pairwise accuracy: "
-                      f"hist {quality['hist']:.3f}, exact {quality['exact']:.3f}, random {quality['random']:.3f} |",
-                      flush=True)
+            runs: dict[tuple[str, int], list[tuple[dict, float, float]]] = {s: [] for s in settings}
+            quality = []
+            for seed in seeds:
+                evo_db = str(Path(folder) / f"{name}.{seed}.evo.db")
+                rand_db = str(Path(folder) / f"{name}.{seed}.rand.db")
+                wall: dict[str, float] = {}  # a continued run adds to the wall time of its start
+                for strategy, trials in settings:
+                    path = evo_db if strategy == "evolutionary" else rand_db
+                    result = tune(wl, trials=trials, database=path, seed=seed, strategy=strategy)
+                    wall[path] = wall.get(path, 0.0) + result.wall_seconds
+                    found = compare(wl, path)
+                    runs[strategy, trials].append((found, wall[path], search_share(result)))
+                    if trials == 2 * n:
+                        geo[strategy].append(found["seconds"])
+                    print_row(name, str(seed), strategy, trials, found, wall[path], search_share(result))
+                if name in MODEL_WORKLOADS:
+                    quality.append(model_quality(wl, [evo_db, rand_db]))
+            if len(seeds) > 1:
+                for (strategy, trials), found in runs.items():
+                    medians = {k: float(np.median([f[k] for f, _, _ in found]))
+                               for k in ("seconds", *RATIOS) if k in found[0][0]}
+                    print_row(name, "median", strategy, trials, medians, float(np.median([w for _, w, _ in found])),
+                              float(np.median([s for _, _, s in found])))
+            if quality:
+                mean = {k: float(np.mean([q[k] for q in quality])) for k in quality[0]}
+                print(f"|   model on {mean['records']:.0f} records of {name} (5-fold, mean of {len(quality)} "
+                      f"seeds) | pairwise accuracy: hist {mean['hist']:.3f}, exact {mean['exact']:.3f}, "
+                      f"random {mean['random']:.3f} |", flush=True)
         if len(geo["replay"]) == len(geo["evolutionary"]) and geo["replay"]:
             ratio = np.exp(np.mean(np.log(geo["replay"])) - np.mean(np.log(geo["evolutionary"])))
-            print(f"\ngeometric mean at {2 * n} trials: random / evolutionary best time = {ratio:.3f} "
-                  f"(above 1: evolutionary finds faster kernels)")
+            print(f"\ngeometric mean at {2 * n} trials over workloads and seeds: random / evolutionary best "
+                  f"time = {ratio:.3f} (above 1: evolutionary finds faster kernels)")
         for name in MODEL_WORKLOADS:
             if name in names:
                 wl = workloads.get(name)
-                model = GBTModel.from_database(Database(str(Path(folder) / f"{name}.evo.db")), [wl], host_target())
+                model = GBTModel.from_database(Database(str(Path(folder) / f"{name}.0.evo.db")), [wl], host_target())
                 rates = scoring_rate(wl, model)
                 print(f"candidates scored per second, {name}: " +
                       ", ".join(f"{rate:.0f} in {label}" for label, rate in rates.items()), flush=True)
