@@ -321,6 +321,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
               f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
         if result.exhausted:
             print("the search space ran out of programs not yet measured")
+        if result.retimed:
+            print(f"the machine was busy: {result.retimed} programs timed once were timed again")
         if args.plot:
             from metasched.tune.plot import plot_curve
             try:

@@ -62,6 +62,7 @@ class TuneResult:
     earlier_best: Optional[Record] = None  # the best of those
     exhausted: bool = False  # the strategy found no more new programs before the budget
     rounds: list[str] = field(default_factory=list)
+    retimed: int = 0  # clear losers timed again because the machine was busy (``LoadGuard``)
 
     @property
     def best_trace(self) -> Optional[Trace]:
@@ -92,6 +93,55 @@ class TuneResult:
 
 
 ProgressCallback = Callable[[Trial, Optional[float]], None]
+
+
+@dataclass
+class LoadGuard:
+    """Keeps a burst of load on the machine from making good programs look like losers.
+
+    A clear loser is timed once (``TimingConfig.slow_factor``); when another process takes a
+    core, a parallel kernel waits for it at every barrier and one run can take 5 to 8 times
+    its time. Seen in tuning runs: whole batches of 16 single timings at 5 to 8 times the
+    batches around them, programs of 1.3 ms recorded at 14 ms. The search then drops their
+    neighbourhood and the cost model learns from false labels.
+
+    So before a single timing counts, the best kernel of the run (the *canary*) is timed
+    again, at most every ``interval`` seconds: slower than ``factor`` times its own time
+    means the machine is busy. The guard then waits for the canary to recover (``waits``
+    seconds between tries) and the loser is timed again. When the canary does not recover,
+    the load is lasting: its slower time becomes the canary's own, so that a loaded machine
+    is not waited for again at every loser."""
+
+    factor: float = 1.5
+    interval: float = 2.0
+    waits: tuple[float, ...] = (0.5, 1.0, 2.0)
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.perf_counter
+    _canary: Optional[tuple[object, float]] = None  # (artifact, median seconds)
+    _quiet_at: float = -float("inf")  # when the canary last ran at its time
+
+    def new_best(self, artifact: object, seconds: float) -> None:
+        self._canary = (artifact, seconds)
+
+    def busy(self, time_canary: Callable[[object], Optional[float]]) -> bool:
+        """Whether the machine was busy when a single timing was just taken (then it has
+        waited for it to calm down, within ``waits``); ``time_canary(artifact)`` gives the
+        canary's median seconds now (None when it failed)."""
+        if self._canary is None or self.clock() - self._quiet_at < self.interval:
+            return False
+        artifact, reference = self._canary
+        for wait in (None, *self.waits):
+            if wait is not None:
+                self.sleep(wait)
+            seconds = time_canary(artifact)
+            if seconds is not None and seconds <= self.factor * reference:
+                self._quiet_at = self.clock()
+                return wait is not None
+        # Still busy: the load is lasting, not a burst. Its times are the machine's times
+        # for now; waiting at every loser would only stall the run.
+        if seconds is not None:
+            self._canary, self._quiet_at = (artifact, seconds), self.clock()
+        return True
 
 SEARCH_TASK_SECONDS = 120.0  # a batch of candidates for one worker takes well under a second
 
@@ -155,7 +205,7 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
             tasks = WorkerTasks(builder.workers) if isinstance(builder, Builder) else InProcess()
             search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
                                        db.measured(workload, target), db, target, tasks))
-            _Loop(workload, db, target, builder, runner, search, result, show).run(
+            _Loop(workload, db, target, builder, runner, search, result, show, LoadGuard()).run(
                 trials - earlier, batch_size)
             result.best_record = db.best(workload, target)
     finally:
@@ -183,6 +233,7 @@ class _Loop:
     search: SearchStrategy
     result: TuneResult
     progress: Optional[ProgressCallback]
+    guard: LoadGuard
 
     def run(self, budget: int, batch_size: int) -> None:
         try:
@@ -219,18 +270,26 @@ class _Loop:
         self.result.run_seconds += time.perf_counter() - started
         return measured
 
+    def _canary_seconds(self, artifact) -> Optional[float]:
+        return self._time(artifact).median
+
     def _measure(self, sch: Schedule, built) -> Optional[float]:
         """Measure one built candidate, record it, report it; its median seconds or None."""
         runs, error = (), built.error
         if built.ok:
             best = self.result.best_seconds
             measured = self._time(built.artifact, best)
+            if measured.ok and len(measured.seconds) == 1 and self.guard.busy(self._canary_seconds):
+                self.result.retimed += 1
+                measured = self._time(built.artifact, best)
             runs, error = measured.seconds, measured.error
             if measured.ok and (best is None or measured.median < best):
                 # A new best is timed again before it counts, so that one lucky repeat on a
                 # noisy machine does not decide it.
                 again = self._time(built.artifact)
                 runs, error = (runs + again.seconds, None) if again.ok else ((), again.error)
+                if again.ok:
+                    self.guard.new_best(built.artifact, statistics.median(runs))
         record = self.db.commit(self.workload, sch.trace, target=self.target, seconds=runs,
                                 error=error, build_seconds=built.seconds,
                                 feature_version=str(FEATURE_VERSION))
