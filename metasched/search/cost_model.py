@@ -49,7 +49,9 @@ def program_features(sch: Schedule) -> np.ndarray:
 
 def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> float:
     """The share of pairs with different true values that the predictions order the same way
-    (Ansor's ranking accuracy); 1.0 when no pair differs."""
+    (Ansor's ranking accuracy); 1.0 when no pair differs. A pair the predictions tie counts
+    as wrong, since a tie ranks neither first; a failed program (true throughput 0) ranks
+    below every one that ran, and two failed ones are a tie, left out."""
     truth, predicted = np.asarray(truth, dtype=float), np.asarray(predicted, dtype=float)
     i, j = np.triu_indices(len(truth), k=1)
     differ = truth[i] != truth[j]
