@@ -78,6 +78,11 @@ class CostModel(ABC):
         model that reads nothing else; None (the default) when it needs the schedules."""
         return None
 
+    @property
+    def informed(self) -> bool:
+        """Whether the scores carry information (False for scores drawn at random)."""
+        return True
+
     def save(self, path: Union[str, PathLike]) -> None:
         """Write the model (pickle) with the feature version it was trained on."""
         Path(path).write_bytes(pickle.dumps({"feature_version": FEATURE_VERSION, "model": self}))
@@ -99,6 +104,10 @@ class RandomModel(CostModel):
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
+
+    @property
+    def informed(self) -> bool:
+        return False
 
     def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         pass
@@ -129,6 +138,10 @@ class GBTModel(CostModel):
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    @property
+    def informed(self) -> bool:
+        return self._regressor is not None
 
     def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         for sch, s in zip(candidates, seconds, strict=True):

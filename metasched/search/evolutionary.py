@@ -7,7 +7,9 @@ rounds: parents are drawn in proportion to the model's predicted score, mutated 
 ``genetic_mutate_prob`` (one decision changed, replayed and post-processed; a mutant that fails
 is dropped) or kept. The best predicted programs seen in any round that were never measured are
 proposed, plus an ``eps_greedy`` share of fresh random samples. Every measurement updates the
-model. ``rounds`` keeps what each proposal did, for the tuning loop to print.
+model. The first proposal of a run with nothing measured and a model that scores at random
+(``CostModel.informed``) is fresh samples only. ``rounds`` keeps what each proposal did, for the
+tuning loop to print.
 
 Candidates are made in batches by a ``scoring.Scorer`` (in the worker processes the tuner lends,
 when it does): the random choices (seeds of fresh samples, parents, mutations) are all drawn
@@ -203,6 +205,11 @@ class EvolutionarySearch(SearchStrategy):
         cfg, ctx = self.config, self.context
         round_ = Round()
         self.rounds.append(round_)
+        if not self._best_measured and not self.model.informed:
+            # Nothing measured yet and scores drawn at random (an untrained model): genetic
+            # rounds would shuffle random samples at random. Fresh samples are the same
+            # proposal for a fraction of the work.
+            return self._schedules([], self._sample(count, round_, set()), round_)
         population = self._initial(round_)
         # The best predicted programs of any genetic round, never measured: key -> (score, candidate).
         best: dict[str, tuple[float, Candidate]] = {}
@@ -224,7 +231,13 @@ class EvolutionarySearch(SearchStrategy):
             if ctx.claim_key(key):
                 chosen.append(cand)
                 round_.predicted.append(score)
-        extra = [cand for cand in self._sample(count - len(chosen), round_, set()) if ctx.claim_key(cand.key)]
+        return self._schedules(chosen, self._sample(count - len(chosen), round_, set()), round_)
+
+    def _schedules(self, chosen: list[Candidate], fresh: list[Candidate], round_: Round) -> list[Schedule]:
+        """The proposal: the ``chosen`` candidates (their scores already in ``round_``) and those
+        of the ``fresh`` samples no one else claimed, as schedules."""
+        ctx = self.context
+        extra = [cand for cand in fresh if ctx.claim_key(cand.key)]
         round_.predicted.extend(float(s) for s in self._scores(extra))
         round_.random = len(extra)
         round_.proposed = len(chosen) + len(extra)

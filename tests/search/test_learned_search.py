@@ -155,6 +155,22 @@ def test_the_same_seed_and_times_give_the_same_proposals(wl):
     assert len(first.rounds) == 3 and "generated" in first.rounds[0]
 
 
+def test_a_first_proposal_without_information_is_fresh_samples(wl, samples):
+    def first_round(model):
+        search = EvolutionarySearch(SMALL, model=model)
+        search.start(SearchContext(wl, cpu_default(), np.random.default_rng(0)))
+        assert len(search.propose(8)) == 8
+        return search.rounds[0]
+
+    blind = first_round(GBTModel())  # untrained: scores at random
+    assert (blind.scored, blind.random, blind.generated) == (0, 8, 8)
+    trained = GBTModel()
+    trained.update(samples[:40], [fake_seconds(s) for s in samples[:40]])
+    assert trained.informed and not GBTModel().informed and not RandomModel().informed
+    guided = first_round(trained)
+    assert guided.scored > SMALL.population_size and guided.random < 8
+
+
 def test_a_model_that_knows_the_answer_beats_random_search(wl):
     class Oracle(CostModel):
         def update(self, candidates, seconds):
