@@ -1,7 +1,11 @@
 """Shared test settings: hypothesis profiles and small parameters for the built-in suite."""
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from metasched.codegen import CodegenOptions
+from metasched.measure.builder import BuildResult
 
 # "ci" keeps the suite within CI's budget; "thorough" is for long local runs:
 #   METASCHED_HYPOTHESIS=thorough pytest -m slow
@@ -25,3 +29,24 @@ SMALL_PARAMS = {
     "softmax": dict(M=5, N=13),
     "transpose_add": dict(M=9, N=14),
 }
+
+
+class FakeBuilder:
+    """Compiles nothing: each trace is its own artifact, for tests of the tuning loop whose
+    fake runner times a program by its trace."""
+
+    options = CodegenOptions()
+
+    def start(self):
+        pass
+
+    def close(self):
+        pass
+
+    def build(self, workload, traces):
+        return [BuildResult(artifact=trace, error=None, seconds=0.0) for trace in traces]
+
+
+@pytest.fixture
+def fake_builder():
+    return FakeBuilder()

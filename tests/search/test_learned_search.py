@@ -7,7 +7,6 @@ import pytest
 from metasched import Database, tune, workloads
 from metasched.database import program_key
 from metasched.errors import ScheduleError
-from metasched.measure.builder import BuildResult
 from metasched.measure.runner import RunResult
 from metasched.search import (
     EvolutionaryConfig, EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy,
@@ -104,21 +103,6 @@ def test_a_model_warm_starts_from_another_workloads_records(tmp_path, samples, w
     assert pairwise_accuracy(truth, model.predict(others)) > 0.6
 
 
-class FakeBuilder:
-    """Builds nothing: every trace 'compiles' at once."""
-
-    options = None
-
-    def start(self):
-        pass
-
-    def close(self):
-        pass
-
-    def build(self, workload, traces):
-        return [BuildResult(artifact=trace, error=None, seconds=0.0) for trace in traces]
-
-
 class FakeRunner:
     """Times a 'kernel' by ``fake_seconds`` of its replayed program: deterministic."""
 
@@ -133,20 +117,17 @@ class FakeRunner:
         return [RunResult((fake_seconds(replay(workload, trace)),) * 3, None) for trace in artifacts]
 
 
-def evolutionary_run(wl, seed, trials=24):
-    builder = FakeBuilder()
-    from metasched.codegen import CodegenOptions
-    builder.options = CodegenOptions()
+def evolutionary_run(wl, builder, seed, trials=24):
     search = EvolutionarySearch(SMALL)
     result = tune(wl, trials=trials, seed=seed, strategy=search, builder=builder, runner=FakeRunner(),
                   batch_size=8)
     return result, search
 
 
-def test_the_same_seed_and_times_give_the_same_proposals(wl):
-    first, search = evolutionary_run(wl, seed=4)
-    again, _ = evolutionary_run(wl, seed=4)
-    other, _ = evolutionary_run(wl, seed=5)
+def test_the_same_seed_and_times_give_the_same_proposals(wl, fake_builder):
+    first, search = evolutionary_run(wl, fake_builder, seed=4)
+    again, _ = evolutionary_run(wl, fake_builder, seed=4)
+    other, _ = evolutionary_run(wl, fake_builder, seed=5)
     keys = [program_key(t.trace) for t in first.history]
     assert keys == [program_key(t.trace) for t in again.history]
     assert keys != [program_key(t.trace) for t in other.history]
@@ -171,7 +152,7 @@ def test_a_first_proposal_without_information_is_fresh_samples(wl, samples):
     assert guided.scored > SMALL.population_size and guided.random < 8
 
 
-def test_a_model_that_knows_the_answer_beats_random_search(wl):
+def test_a_model_that_knows_the_answer_beats_random_search(wl, fake_builder):
     class Oracle(CostModel):
         def update(self, candidates, seconds):
             pass
@@ -179,25 +160,19 @@ def test_a_model_that_knows_the_answer_beats_random_search(wl):
         def predict(self, candidates):
             return np.array([1 / fake_seconds(s) for s in candidates])
 
-    builder = FakeBuilder()
-    from metasched.codegen import CodegenOptions
-    builder.options = CodegenOptions()
     guided = tune(wl, trials=16, seed=2, strategy=EvolutionarySearch(SMALL, model=Oracle()),
-                  builder=builder, runner=FakeRunner(), batch_size=8)
-    rand = tune(wl, trials=16, seed=2, strategy="replay", builder=builder, runner=FakeRunner(),
+                  builder=fake_builder, runner=FakeRunner(), batch_size=8)
+    rand = tune(wl, trials=16, seed=2, strategy="replay", builder=fake_builder, runner=FakeRunner(),
                 batch_size=8)
     assert guided.best_seconds < rand.best_seconds
 
 
-def test_search_resumes_from_a_database_without_repeating(tmp_path, wl):
-    builder = FakeBuilder()
-    from metasched.codegen import CodegenOptions
-    builder.options = CodegenOptions()
+def test_search_resumes_from_a_database_without_repeating(tmp_path, wl, fake_builder):
     path = tmp_path / "db.sqlite"
     first = tune(wl, trials=8, database=path, seed=1, strategy=EvolutionarySearch(SMALL),
-                 builder=builder, runner=FakeRunner())
+                 builder=fake_builder, runner=FakeRunner())
     search = EvolutionarySearch(SMALL)
-    rest = tune(wl, trials=16, database=path, seed=1, strategy=search, builder=builder, runner=FakeRunner())
+    rest = tune(wl, trials=16, database=path, seed=1, strategy=search, builder=fake_builder, runner=FakeRunner())
     assert len(rest.history) == 8 and len(search.model) >= 8  # trained on the first run's records
     keys = [program_key(t.trace) for t in first.history + rest.history]
     assert len(set(keys)) == 16

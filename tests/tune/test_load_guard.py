@@ -5,7 +5,6 @@ import pytest
 from metasched import tune, workloads
 from metasched.database import program_key
 from metasched.measure import RunResult
-from metasched.measure.builder import BuildResult
 from metasched.tune.tune import LoadGuard
 
 
@@ -67,19 +66,6 @@ def seconds_of(trace) -> float:
     return 1e-3 * (1 + int(program_key(trace)[:6], 16) % 9000 / 1000)
 
 
-class FakeBuilder:
-    options = None
-
-    def start(self):
-        pass
-
-    def close(self):
-        pass
-
-    def build(self, workload, traces):
-        return [BuildResult(artifact=trace, error=None, seconds=0.0) for trace in traces]
-
-
 class BurstRunner:
     """Times by ``seconds_of``, a clear loser once (3x the best or more), the rest three
     times; runs ``burst`` to ``burst + length - 1`` (counted from 0) take 6 times longer
@@ -107,14 +93,14 @@ class BurstRunner:
         return results
 
 
-def test_tune_times_a_loser_of_a_burst_again():
+def test_tune_times_a_loser_of_a_burst_again(fake_builder):
     wl = workloads.get("matmul_relu", M=32, N=32, K=32)
     runner = BurstRunner()
-    quiet = tune(wl, trials=12, seed=2, strategy="replay", builder=FakeBuilder(), runner=runner)
+    quiet = tune(wl, trials=12, seed=2, strategy="replay", builder=fake_builder, runner=runner)
     assert quiet.retimed == 0 and runner.single
     # A burst from the first clear loser on, through two timings of the canary: the loser
     # is timed once at 6x, the canary is slow twice (waits of 0.5 and 1 s), then quiet.
-    loaded = tune(wl, trials=12, seed=2, strategy="replay", builder=FakeBuilder(),
+    loaded = tune(wl, trials=12, seed=2, strategy="replay", builder=fake_builder,
                   runner=BurstRunner(burst=runner.single[0], length=3))
     assert [t.trace for t in loaded.history] == [t.trace for t in quiet.history]
     assert loaded.retimed == 1
