@@ -1,6 +1,10 @@
 """What the database stores and hands back: ``Record`` (one measured program), ``WorkloadSummary``
 (one line of the workload listing), ``program_key`` (a program's identity) and the checks a
 result passes before it is written.
+
+Map: the records; ``program_key``, its definition (``_canonical_text_as_defined``) and the
+direct writer of the same text (``_canonical_text`` and its helpers, down to ``_literal``);
+the checks; reading a record back from a row.
 """
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from json.encoder import encode_basestring_ascii
 from typing import Any, Optional
 
 from metasched.errors import DatabaseError
 from metasched.schedule import Trace
-from metasched.schedule.instruction import KINDS
+from metasched.schedule.instruction import KINDS, RV, Instruction
+from metasched.schedule.trace import JSON_VERSION
 from metasched.schedule.trace_text import format_instruction
 from metasched.database.target import Target
 
@@ -73,9 +79,15 @@ def program_key(trace: Trace) -> str:
     canonical JSON of ``trace.simplified()``. Pure instructions nothing uses do not count, nor
     do the names of random variables (renamed in order of definition), so two recordings of
     one schedule get one key."""
+    return hashlib.sha256(_canonical_text(trace).encode()).hexdigest()[:24]
+
+
+def _canonical_text_as_defined(trace: Trace) -> str:
+    """The text ``program_key`` hashes, by its definition: the JSON form of the simplified
+    trace with random variables renamed, keys sorted, no spaces. Keys are stored in
+    databases, so this text must never change; ``_canonical_text`` writes it faster."""
     form = _renamed(trace.simplified().to_json())
-    text = json.dumps(form, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return json.dumps(form, sort_keys=True, separators=(",", ":"))
 
 
 def _renamed(form: dict) -> dict:
@@ -87,6 +99,167 @@ def _renamed(form: dict) -> dict:
         outputs = [names.setdefault(name, f"v{len(names)}") for name in inst["outputs"]]
         insts.append({**inst, "inputs": inputs, "outputs": outputs})
     return {**form, "insts": insts}
+
+
+# -- the canonical text, written directly ---------------------------------------------------
+# Every candidate of the search gets a key, and building the JSON form of its trace, renaming
+# it and handing it to ``json`` took a fifth of a candidate's time. ``_canonical_text`` writes
+# the same text in one pass over the instructions, and keeps what it wrote for the sampling
+# part of a trace (up to ``enter_postproc``): the samples and mutants of a design space
+# replay its instructions, and replay records the very instruction objects it replays
+# (``schedule.replay``), so their sampling parts are one tuple of objects, written once.
+# Anything the direct writer does not expect (a literal of another type than a plain
+# int, float, str, bool, None or tuple; a name undefined or given to random variables of two
+# classes) sends the trace to the definition, ``_canonical_text_as_defined``; a property
+# test compares the two.
+
+class _Unusual(Exception):
+    """A trace the direct writer leaves to the definition."""
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What the canonical text says about the first instructions of a trace, alone.
+
+    ``insts``: those instructions (kept alive, so that the ids keying the cache stay theirs);
+    ``kept``: the indices of those ``Trace.simplified`` keeps, ``new_index`` their indices
+    after it; ``texts``: the JSON of each kept one; ``names``: each random variable's new
+    name; ``classes``: the class of every random variable named; ``dropped``: the names the
+    dropped (unused pure) instructions define, which a later instruction using them would
+    bring back. Shared by every trace that starts with these instructions: never changed."""
+
+    insts: tuple[Instruction, ...]
+    kept: list[int]
+    new_index: dict[int, int]
+    texts: list[str]
+    names: dict[str, str]
+    classes: dict[str, type]
+    dropped: frozenset[str]
+
+
+# Sampling parts written so far, by the ids of their instructions; forgotten all at once
+# beyond ``_WRITTEN_LIMIT`` (a search has a few design spaces, so a few parts).
+_WRITTEN: dict[tuple[int, ...], _Written] = {}
+_WRITTEN_LIMIT = 64
+
+
+def _canonical_text(trace: Trace) -> str:
+    """``_canonical_text_as_defined(trace)``, written directly."""
+    insts = trace.insts
+    kinds = [inst.kind for inst in insts]
+    end = kinds.index("EnterPostproc") if "EnterPostproc" in kinds else 0
+    try:
+        head, tail = _sampling_part(insts[:end]), insts[end:]
+        kept, used, _ = _simplified(tail, dict(head.classes))
+        if not used.isdisjoint(head.dropped):  # a postprocessor reads what the sampling part did not
+            head, tail, end = _written(()), insts, 0
+            kept, used, _ = _simplified(tail, {})
+        texts = _instruction_texts(tail, kept, dict(head.names))
+        new_index = {**head.new_index, **{end + old: len(head.kept) + new for new, old in enumerate(kept)}}
+        decisions = sorted((str(new_index[i]), d) for i, d in trace.decisions.items() if i in new_index)
+        written_decisions = ",".join(['"' + i + '":' + _literal(d) for i, d in decisions])
+    except _Unusual:
+        return _canonical_text_as_defined(trace)
+    return ('{"decisions":{' + written_decisions + '},"insts":[' + ",".join(head.texts + texts) + '],"version":'
+            + _literal(JSON_VERSION) + "}")
+
+
+def _sampling_part(insts: tuple[Instruction, ...]) -> _Written:
+    """``_written(insts)``, from the cache when these very instructions were written before."""
+    key = tuple(map(id, insts))
+    found = _WRITTEN.get(key)
+    if found is None:
+        found = _written(insts)
+        if len(_WRITTEN) >= _WRITTEN_LIMIT:
+            _WRITTEN.clear()  # simpler than keeping an order, and a search fills it rarely if ever
+        _WRITTEN[key] = found
+    return found
+
+
+def _written(insts: tuple[Instruction, ...]) -> _Written:
+    classes: dict[str, type] = {}
+    kept, _, dropped = _simplified(insts, classes)
+    names: dict[str, str] = {}
+    texts = _instruction_texts(insts, kept, names)
+    return _Written(insts, kept, {old: new for new, old in enumerate(kept)}, texts, names, classes,
+                    frozenset(dropped))
+
+
+def _simplified(insts: tuple[Instruction, ...], classes: dict[str, type]) -> tuple[list[int], set[str], set[str]]:
+    """The indices of the instructions ``Trace.simplified`` keeps of ``insts`` (as if nothing
+    came after them), the names the kept ones read and the names the dropped ones define.
+
+    Names stand for random variables here; ``classes`` (filled in) checks that no name is
+    given to two classes, where a name and a random variable would differ."""
+    used: set[str] = set()
+    dropped: set[str] = set()
+    kept: list[int] = []
+    for index in range(len(insts) - 1, -1, -1):
+        inst = insts[index]
+        kind = KINDS.get(inst.kind)
+        if kind is None:
+            raise _Unusual
+        defined = []
+        for rv in inst.outputs:
+            if classes.setdefault(rv.name, type(rv)) is not type(rv):
+                raise _Unusual
+            defined.append(rv.name)
+        if kind.pure and used.isdisjoint(defined):
+            dropped.update(defined)
+            continue
+        kept.append(index)
+        for value in inst.inputs:
+            if isinstance(value, RV):
+                if classes.setdefault(value.name, type(value)) is not type(value):
+                    raise _Unusual
+                used.add(value.name)
+    kept.reverse()
+    return kept, used, dropped
+
+
+def _instruction_texts(insts: tuple[Instruction, ...], kept: list[int], names: dict[str, str]) -> list[str]:
+    """The canonical JSON of each kept instruction, its random variables renamed through
+    ``names`` (extended with the outputs, as ``_renamed`` does)."""
+    texts = []
+    for index in kept:
+        inst = insts[index]
+        inputs = []
+        for value in inst.inputs:
+            if isinstance(value, RV):
+                name = names.get(value.name)
+                if name is None:  # the definition raises a KeyError
+                    raise _Unusual
+                inputs.append('{"rv":"' + name + '"}')
+            else:
+                inputs.append(_literal(value))
+        outputs = [names.setdefault(rv.name, f"v{len(names)}") for rv in inst.outputs]
+        texts.append('{"attrs":[' + ",".join([_literal(a) for a in inst.attrs]) + '],"inputs":['
+                     + ",".join(inputs) + '],"kind":' + _literal(inst.kind) + ',"outputs":['
+                     + ('"' + '","'.join(outputs) + '"' if outputs else "") + "]}")
+    return texts
+
+
+def _literal(value: Any) -> str:
+    """A literal as ``json.dumps`` writes it (a tuple as a list); ``_Unusual`` for any other
+    type, even one ``Trace.to_json`` converts (a numpy number)."""
+    kind = type(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is tuple:
+        return "[" + ",".join([_literal(v) for v in value]) + "]"
+    if kind is float:
+        if value != value:
+            return "NaN"
+        if value in (math.inf, -math.inf):
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    if value is None:
+        return "null"
+    if kind is bool:
+        return "true" if value else "false"
+    raise _Unusual
 
 
 def check_trace(trace: Trace) -> None:

@@ -32,7 +32,6 @@ from typing import Mapping, Optional
 
 from metasched.ir.analysis import as_affine, free_vars, loads, walk
 from metasched.ir.expr import BINARY_CALLS, UNARY_CALLS, BinOp, Call, Select, Var
-from metasched.ir.stmt import ForKind
 from metasched.lang.workload import Statement
 from metasched.lower import IterVar, ScheduleState, StageState
 from metasched.schedule.compute_location import locations
@@ -131,10 +130,16 @@ def _stage(sch, block_rv) -> StageState:
     return sch._stage(block_rv, "analysis")
 
 
+# Most loops have no annotations; their facts share one empty (read-only) mapping.
+_NO_ANNOTATIONS: Mapping[str, object] = MappingProxyType({})
+
+
 def _loop_info(iv: IterVar, owner: StageState, attached_at_owner: list[StageState]) -> LoopInfo:
-    """``attached_at_owner``: the stages attached at loops of ``owner``."""
-    attached = tuple(s.name for s in attached_at_owner if s.attach.loop is iv)
-    return LoopInfo(iv.name, iv.extent, ForKind(iv.kind).value, iv.is_reduce, MappingProxyType(dict(iv.annotations)), owner.name, attached)
+    """``attached_at_owner``: the stages attached at loops of ``owner``. (A postprocessor asks
+    for the facts of every block, loops and all, for each candidate: this is kept cheap.)"""
+    attached = tuple(s.name for s in attached_at_owner if s.attach.loop is iv) if attached_at_owner else ()
+    annotations = MappingProxyType(dict(iv.annotations)) if iv.annotations else _NO_ANNOTATIONS
+    return LoopInfo(iv.name, iv.extent, iv.kind.value, iv.is_reduce, annotations, owner.name, attached)
 
 
 def loop(sch, loop_rv) -> LoopInfo:

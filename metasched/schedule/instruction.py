@@ -28,7 +28,8 @@ class RV:
     """A random variable: a name that a schedule maps to a block, a loop or an integer.
 
     Two random variables of one class and name are equal, so that traces compare by value;
-    a schedule still rejects a variable made by another schedule."""
+    a schedule still rejects a variable made by another schedule, unless it is one of the
+    handles in its trace (a replayed schedule's trace holds the handles of the trace replayed)."""
 
     __slots__ = ("name", "owner")
     prefix = "v"
@@ -41,7 +42,7 @@ class RV:
         return type(other) is type(self) and other.name == self.name  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self.name))
+        return hash(self.name)  # equal variables have equal names (str caches its hash)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
@@ -80,6 +81,15 @@ class Instruction:
     attrs: tuple[Literal, ...]
     outputs: tuple[RV, ...]
 
+    @functools.cached_property
+    def literals_normal(self) -> bool:
+        """Whether every literal input and attribute is as a primitive call records it
+        (``is_normal``), as in any trace but one built by hand. Replay asks for every
+        instruction it replays, and the samples and mutants of a design space replay the
+        same instruction objects, so the answer is kept (the instruction never changes)."""
+        return all(is_normal(v) for v in self.inputs if not isinstance(v, RV)) and \
+            all(is_normal(a) for a in self.attrs)
+
 
 @dataclass(frozen=True)
 class Param:
@@ -115,6 +125,8 @@ class InstructionKind:
 # Every kind, by name, registered by ``primitive`` when the ``Schedule`` class is defined.
 KINDS: dict[str, InstructionKind] = {}
 KINDS_BY_METHOD: dict[str, InstructionKind] = {}
+# The undecorated method of each kind, by name (see ``apply``).
+_METHODS: dict[str, Callable] = {}
 
 T = TypeVar("T")
 
@@ -149,6 +161,7 @@ def primitive(name: str, *, pure: bool = False,
         if name in KINDS or kind.method in KINDS_BY_METHOD:
             raise ValueError(f"instruction kind {name} ({kind.method}) is defined twice")
         KINDS[name] = KINDS_BY_METHOD[kind.method] = kind
+        _METHODS[name] = method
         binder = _Binder(method)
 
         @functools.wraps(method)
@@ -157,17 +170,9 @@ def primitive(name: str, *, pure: bool = False,
                 result = method(self, *args, **kwargs)
                 return result.outputs if kind.sampling else result
             arguments = binder.bind(self, args, kwargs)
-            if not kind.pure:
-                self._state_changing(kind)
-            self._applying = True
-            try:
-                result = method(self, *args, **kwargs)
-            finally:
-                self._applying = False
-            decision = None
-            if kind.sampling:
-                result, decision = result.outputs, result.decision
-            self._record(kind, *_split_arguments(kind, arguments), _flatten(result), decision)
+            result, decision = apply(self, kind, args, kwargs)
+            inputs, attrs = _split_arguments(kind, arguments)
+            self._record(kind, Instruction(kind.name, inputs, attrs, flatten(result)), decision)
             return result
 
         run.__annotations__ = {**method.__annotations__, "return": public_return}
@@ -175,6 +180,23 @@ def primitive(name: str, *, pure: bool = False,
         return run
 
     return wrap
+
+
+def apply(sch: Any, kind: InstructionKind, args: Sequence[Any], keywords: dict[str, Any]) -> tuple[Any, Any]:
+    """Run the primitive of ``kind`` on schedule ``sch`` as calling its method does, but record
+    nothing: returns what the method returns to its caller and the decision it took (None
+    but for a sampling kind). ``replay`` records the instruction it replays itself, so that
+    the arguments a trace already holds need no binding and no conversion."""
+    if not kind.pure:
+        sch._state_changing(kind)
+    sch._applying = True
+    try:
+        result = _METHODS[kind.name](sch, *args, **keywords)
+    finally:
+        sch._applying = False
+    if kind.sampling:
+        return result.outputs, result.decision
+    return result, None
 
 
 class _Binder:
@@ -266,7 +288,7 @@ def _derive(name: str, method: Callable, pure: bool, count: Any) -> tuple[Instru
 _PLAIN_LITERALS = frozenset({int, float, str, type(None)})
 
 
-def _normalise(value: Any) -> Any:
+def normalise(value: Any) -> Any:
     """An argument as a trace holds it: sequences (numpy arrays too) become tuples, numpy
     numbers plain Python numbers."""
     if type(value) in _PLAIN_LITERALS:  # most arguments: nothing to do, and no attribute lookup
@@ -274,8 +296,17 @@ def _normalise(value: Any) -> Any:
     if hasattr(value, "tolist") and not isinstance(value, RV):
         value = value.tolist()
     if isinstance(value, (list, tuple)):
-        return tuple(_normalise(v) for v in value)
+        return tuple(normalise(v) for v in value)
     return value
+
+
+def is_normal(value: Any) -> bool:
+    """Whether ``normalise(value)`` is ``value`` itself or, for a tuple, an equal tuple of
+    values of the same types: so a trace holding ``value`` holds what recording it would."""
+    kind = type(value)
+    if kind in _PLAIN_LITERALS or kind is bool:
+        return True
+    return kind is tuple and all(is_normal(v) for v in value)
 
 
 def _split_arguments(kind: InstructionKind, arguments: dict) -> tuple[tuple, tuple]:
@@ -284,15 +315,16 @@ def _split_arguments(kind: InstructionKind, arguments: dict) -> tuple[tuple, tup
     for param in kind.params:
         value = arguments[param.name]
         if param.role == "input":
-            inputs.append(value if isinstance(value, RV) else _normalise(value))
+            inputs.append(value if isinstance(value, RV) else normalise(value))
         elif param.role in ("inputs", "input_list"):
-            inputs.extend(_normalise(v) if not isinstance(v, RV) else v for v in value)
+            inputs.extend(normalise(v) if not isinstance(v, RV) else v for v in value)
         else:
-            attrs.append(_normalise(value))
+            attrs.append(normalise(value))
     return tuple(inputs), tuple(attrs)
 
 
-def _flatten(result: Any) -> tuple[RV, ...]:
+def flatten(result: Any) -> tuple[RV, ...]:
+    """The outputs of a primitive's result (None, one random variable or a list) as a tuple."""
     if result is None:
         return ()
     return tuple(result) if isinstance(result, list) else (result,)

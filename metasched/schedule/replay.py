@@ -8,11 +8,11 @@ postprocessors run again.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from metasched.errors import ScheduleError
 from metasched.lang.workload import Workload
-from metasched.schedule.instruction import KINDS, RV, Instruction
+from metasched.schedule.instruction import KINDS, RV, Instruction, apply, flatten, normalise
 from metasched.schedule.schedule import Schedule, Seed
 from metasched.schedule.trace import Trace
 
@@ -24,7 +24,7 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
            decision_provider: Optional[DecisionProvider] = None, remove_postproc: bool = False) -> Schedule:
     """A new schedule of ``workload`` made by running ``trace``'s instructions in order, every
     precondition checked again; the new schedule's trace names its random variables as
-    ``trace`` does.
+    ``trace`` does (it holds ``trace``'s very instructions, see ``_recorded``).
 
     * ``rng`` (a non-negative integer or a ``numpy.random.Generator``) draws the sampling
       instructions that have no decision, so one ``rng`` always gives one program.
@@ -52,13 +52,13 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
         try:
             if decision_provider is not None and kind.sampling:
                 decision = decision_provider(sch, index, inst, list(inputs), decision)
-            args, keywords = _arguments(kind, inputs, list(inst.attrs))
+            args, keywords, taken = _arguments(kind, inputs, inst.attrs)
             if kind.sampling:
                 keywords["decision"] = decision
-            result = getattr(sch, kind.method)(*args, **keywords)
+            result, decision = apply(sch, kind, args, keywords)
         except ScheduleError as err:
             raise ScheduleError(f"{_where(trace, index)}: {err}") from None
-        outs = [] if result is None else list(result) if isinstance(result, list) else [result]
+        outs = flatten(result)
         if len(outs) != len(inst.outputs):
             raise ScheduleError(
                 f"{_where(trace, index)}: on {workload} it makes {len(outs)} "
@@ -66,31 +66,60 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
                 f"the trace may have been recorded on another workload or with other parameters")
         if outs:
             outs = sch._rename_outputs(outs, [out.name for out in inst.outputs])
-        rvs.update((out.name, out) for out in outs)
+            rvs.update((out.name, out) for out in outs)
+        sch._record(kind, _recorded(inst, inputs, taken, outs), decision)
     return sch
 
 
-def _arguments(kind, inputs: list, attrs: list) -> tuple[list, dict]:
+def _arguments(kind, inputs: list, attrs: tuple) -> tuple[list, dict, tuple[int, int]]:
     """The positional and keyword arguments of ``kind``'s method for a trace's inputs and
-    attributes."""
+    attributes, and how many inputs and attributes they take (all, unless the trace has more
+    than the method takes)."""
     args: list = []
     keywords: dict = {}
+    taken = attrs_taken = 0
     for param in kind.params:
         if param.role == "input":
-            value = inputs.pop(0)
+            value = inputs[taken]
+            taken += 1
         elif param.role == "inputs":
-            args.extend(inputs)
-            inputs = []
+            args.extend(inputs[taken:])
+            taken = len(inputs)
             continue
         elif param.role == "input_list":
-            value, inputs = list(inputs), []
+            value, taken = inputs[taken:], len(inputs)
         else:
-            value = attrs.pop(0)
+            value = attrs[attrs_taken]
+            attrs_taken += 1
         if param.keyword:
             keywords[param.name] = value
         else:
             args.append(value)
-    return args, keywords
+    return args, keywords, (taken, attrs_taken)
+
+
+def _recorded(inst: Instruction, inputs: list, taken: tuple[int, int], outs: Sequence[RV]) -> Instruction:
+    """The instruction that replaying ``inst`` records: a call with the first ``taken``
+    inputs and attributes of ``inst`` (the replaying schedule's handles, ``inputs``, in place
+    of the trace's), which made the handles ``outs`` (renamed as the trace names them).
+
+    That is usually ``inst`` itself, and then ``inst`` is recorded: a trace's handles and
+    ``outs`` differ only in the schedule they belong to, which a trace does not record. So
+    a replay shares its instructions with the trace it replays (as samples and mutants of
+    a design space share its instructions), and analyses that see the same instruction
+    objects again can keep what they worked out (``database.program_key`` does). When a
+    trace built by hand holds literals a call would record otherwise (a list, a numpy
+    integer), more inputs than the method takes or handles of another class than those
+    it names, the instruction is made as the call would record it."""
+    taken_inputs, taken_attrs = taken
+    # ``inputs`` holds the trace's literals themselves, so only handles can differ in class.
+    if (taken_inputs == len(inst.inputs) and taken_attrs == len(inst.attrs) and inst.literals_normal
+            and list(map(type, inputs)) == list(map(type, inst.inputs))
+            and list(map(type, outs)) == list(map(type, inst.outputs))):
+        return inst
+    recorded_inputs = tuple(v if isinstance(v, RV) else normalise(v) for v in inputs[:taken_inputs])
+    recorded_attrs = tuple(normalise(a) for a in inst.attrs[:taken_attrs])
+    return Instruction(inst.kind, recorded_inputs, recorded_attrs, tuple(outs))
 
 
 def _where(trace: Trace, index: int) -> str:

@@ -56,10 +56,16 @@ def make_rng(seed: Seed, where: str) -> np.random.Generator:
     """The generator of ``seed``: a non-negative integer seeds a new one, a Generator is used as
     it is (so that a caller can pass its own stream down). Anything else is a ``ScheduleError``:
     there is no default drawn from the operating system's entropy."""
+    seed = _checked_seed(seed, where)
+    return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+
+def _checked_seed(seed: Seed, where: str) -> Seed:
+    """``seed`` (an integer as a plain int) after the checks of ``make_rng``."""
     if isinstance(seed, np.random.Generator):
         return seed
     if is_int(seed) and seed >= 0:
-        return np.random.default_rng(int(seed))
+        return int(seed)
     raise ScheduleError(f"{where}: seed must be a non-negative integer or a numpy.random.Generator, "
                         f"got {seed!r}")
 
@@ -77,7 +83,10 @@ class Schedule:
                                 f"got {type(workload).__name__}")
         self.workload = workload
         self._state = ScheduleState.initial(workload)
-        self.rng = make_rng(seed, "Schedule")
+        # The generator is made when first drawn from (``rng``): replaying a trace whose
+        # decisions are all given draws nothing, and making one costs as much as a primitive.
+        self._seed = _checked_seed(seed, "Schedule")
+        self._rng: Optional[np.random.Generator] = None
         self._uid = next(_uids)
         self._symbols: dict[RV, object] = {}
         self._rv_names: set[str] = set()
@@ -92,6 +101,14 @@ class Schedule:
         # postprocessors lowered it already); ``_state_changing`` forgets it.
         self._lowered: Optional[PrimFunc] = None
         self._kinds: dict[str, ForKind] = {}
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The generator every sampling instruction draws from (made from the seed when first
+        used)."""
+        if self._rng is None:
+            self._rng = make_rng(self._seed, "Schedule")
+        return self._rng
 
     # -- handles ---------------------------------------------------------------------------
     def _new(self, cls: type, target: object) -> RV:
@@ -111,9 +128,16 @@ class Schedule:
         if not isinstance(rv, cls):
             raise ScheduleError(f"{primitive}: expected a {cls.__name__}, got {rv!r}")
         target = self._symbols.get(rv)
-        if target is None or (rv.owner != self._uid and rv.name not in self._inherited.get(rv.owner, ())):
+        if target is None or (rv.owner != self._uid and rv.name not in self._inherited.get(rv.owner, ())
+                              and not self._in_trace(rv)):
             raise ScheduleError(f"{primitive}: {rv} does not belong to this schedule")
         return target
+
+    def _in_trace(self, rv: RV) -> bool:
+        """Whether ``rv`` is one of the handles in this schedule's trace, which are handles of
+        this schedule even when another made them: ``replay`` records the instructions of
+        the trace it replays as they are, handles and all (``replay._recorded``)."""
+        return any(rv is v for inst in self._insts for handles in (inst.outputs, inst.inputs) for v in handles)
 
     def _stage(self, block: BlockRV, primitive: str) -> StageState:
         stage = self._target(block, BlockRV, primitive)
@@ -161,16 +185,15 @@ class Schedule:
             self._lowered = None
             self._kinds = {}
 
-    def _record(self, kind: InstructionKind, inputs: tuple, attrs: tuple, outputs: tuple[RV, ...],
-                decision: Any) -> None:
-        """Called by ``primitive`` after a successful call."""
+    def _record(self, kind: InstructionKind, inst: Instruction, decision: Any) -> None:
+        """Called after a successful call of a primitive (by ``primitive``, or by ``replay``)."""
         if kind.sampling:
             self._decisions[len(self._insts)] = decision
-        self._insts.append(Instruction(kind.name, inputs, attrs, outputs))
+        self._insts.append(inst)
 
     def _rename_outputs(self, outputs: Sequence[RV], names: Sequence[str]) -> list[RV]:
-        """The last instruction's outputs renamed to ``names`` (replay keeps a trace's names);
-        returns the renamed handles."""
+        """Handles a primitive just made, renamed to ``names`` (replay keeps a trace's names,
+        and records the call after renaming); returns the renamed handles."""
         if [rv.name for rv in outputs] == list(names):
             return list(outputs)  # the usual case: the trace's names are the ones made anew
         renamed = [type(rv)(name, self._uid) for rv, name in zip(outputs, names)]
@@ -181,8 +204,6 @@ class Schedule:
             raise ScheduleError(f"the trace names {', '.join(sorted(clash))} twice")
         self._symbols.update(zip(renamed, targets))
         self._rv_names.update(names)
-        last = self._insts[-1]
-        self._insts[-1] = Instruction(last.kind, last.inputs, last.attrs, tuple(renamed))
         return renamed
 
     @property
@@ -199,7 +220,7 @@ class Schedule:
         clones: dict[int, object] = {}
         other.workload = self.workload
         other._state = self._state.copy(clones)
-        other.rng = self.rng.spawn(1)[0]  # an independent stream; this one's draws do not move
+        other._seed = other._rng = self.rng.spawn(1)[0]  # an independent stream; this one's draws do not move
         other._uid = next(_uids)
         other._symbols = {}
         for rv, target in self._symbols.items():

@@ -3,11 +3,12 @@ analysis."""
 import dataclasses
 import inspect
 
+import numpy as np
 import pytest
 
 from metasched import Schedule, ScheduleError, Trace, replay, workloads
 from metasched.schedule import analysis
-from metasched.schedule.instruction import KINDS, KINDS_BY_METHOD
+from metasched.schedule.instruction import KINDS, KINDS_BY_METHOD, BlockRV, ExprRV, Instruction, LoopRV
 
 SMALL = dict(M=16, N=24, K=8)
 
@@ -88,6 +89,36 @@ def test_replay_keeps_the_names_a_person_gave():
     sch = replay(wl, trace)
     more = sch.fuse(*sch.get_loops(sch.get_block("C"))[:2])
     assert more.name not in {"blk", "row", "col", "red", "outer", "inner"}
+
+
+def test_replay_records_the_instructions_it_replays_and_their_handles_stay_usable():
+    wl = workloads.get("matmul_relu", **SMALL)
+    trace = every_kind(wl).trace
+    again = replay(wl, trace)
+    assert all(a is b for a, b in zip(again.trace.insts, trace.insts))  # shared, not copied
+    block = again.trace[0].outputs[0]  # a handle of the schedule that recorded the trace
+    assert again.get(block) == "C" and again.get_loops(block)
+    with pytest.raises(ScheduleError, match="does not belong to this schedule"):
+        Schedule(wl).get_loops(block)  # a schedule that did not replay it
+
+
+def test_replaying_a_hand_built_trace_records_what_the_calls_record():
+    wl = workloads.get("matmul", **SMALL)
+    block, loops = BlockRV("b0"), [LoopRV("l1"), LoopRV("l2"), LoopRV("l3")]
+    odd = Trace((Instruction("GetBlock", (), ("C",), (block,)),
+                 Instruction("GetLoops", (block,), (), tuple(loops)),
+                 Instruction("Split", (loops[0], None, np.int64(4)), (), (LoopRV("l4"), LoopRV("l5"))),
+                 Instruction("SampleCategorical", (), ([1, 2], (0.5, np.float64(0.5))), (ExprRV("v6"),))),
+                {3: 1})
+    sch = Schedule(wl)
+    b0 = sch.get_block("C")
+    l1, _, _ = sch.get_loops(b0)
+    sch.split(l1, [None, np.int64(4)])
+    sch.sample_categorical([1, 2], [0.5, np.float64(0.5)], decision=1)
+    replayed = replay(wl, odd).trace
+    assert replayed == sch.trace and str(replayed) == str(sch.trace)
+    assert [type(v) for v in replayed[2].inputs] == [LoopRV, type(None), int]
+    assert replayed[3].attrs == ((1, 2), (0.5, 0.5)) and type(replayed[3].attrs[1][1]) is float
 
 
 def test_remove_postproc_stops_at_the_mark():
