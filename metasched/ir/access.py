@@ -70,6 +70,16 @@ def _linear(terms: Terms, var: str) -> Optional[tuple[int, Expr]]:
 
 
 def from_terms(terms: Terms) -> Expr:
+    """The expression of ``terms``: the atoms in a fixed order (by ``repr``), each times its
+    coefficient, then the constant. Memoised by the terms: bound inference makes the same
+    region starts from the terms of sample after sample, and the expressions it hands out
+    are then the same objects, whose hashes are known (their uses are memoised too)."""
+    return _from_terms(frozenset(terms.items()))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _from_terms(items: frozenset[tuple[Optional[Expr], int]]) -> Expr:
+    terms = dict(items)
     total: Optional[Expr] = None
     for atom in sorted((a for a in terms if a is not None), key=repr):
         k = terms[atom]

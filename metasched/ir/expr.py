@@ -165,9 +165,20 @@ class BinOp(Expr):
             h = self.__dict__["_hash"] = hash((self.op, self.a, self.b))
         return h
 
+    @property
+    def nodes(self) -> int:
+        """The nodes of this expression (``node_count``), remembered as the hash is: the
+        postprocessors count the nodes of every statement, whose index expressions are
+        shared by many statements and programs."""
+        n = self.__dict__.get("_nodes")
+        if n is None:
+            n = self.__dict__["_nodes"] = 1 + node_count(self.a) + node_count(self.b)
+        return n
+
     def __getstate__(self) -> dict:
-        # Without the remembered hash: a string's hash differs from one process to another.
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        # Without the remembered hash (a string's hash differs from one process to another),
+        # nor the node count (worked out again where asked for).
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_nodes")}
 
     def __repr__(self) -> str:
         return f"BinOp({self.op!r}, {self.a!r}, {self.b!r})"
@@ -264,6 +275,16 @@ def as_expr(value: ExprLike) -> Expr:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"expected an expression or an int, got {value!r}")
     return IntImm(value)
+
+
+def node_count(expr: Expr) -> int:
+    """The nodes of ``expr`` (a sub-expression met twice counts twice)."""
+    kind = type(expr)
+    if kind is BinOp:
+        return expr.nodes
+    if kind is Var or kind is IntImm or kind is FloatImm:
+        return 1
+    return 1 + sum(node_count(child) for child in children(expr))
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

@@ -15,27 +15,26 @@ dimension, which is always correct, only redundant.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import AbstractSet, Mapping, NamedTuple, Optional, Sequence
 
 from metasched.ir.access import Terms, add_terms, from_terms, index_terms
 from metasched.ir.analysis import free_vars, int_bounds, simplify, substitute
 from metasched.ir.expr import Expr, IntImm, Var
-from metasched.lower.state import IterVar, Split, StageState
+from metasched.lower.state import IterVar, Relation, Split, StageState
 
 # A region of one dimension: (start expression, constant extent).
 Span = tuple[Expr, int]
 
 
-@dataclass(frozen=True)
-class Reach:
+class Reach(NamedTuple):
     """The values one loop takes during one iteration of an attach point: they lie in
     ``outer + lo .. outer + hi``, where ``outer`` (a linear combination of terms, as
     ``index_terms`` gives) reads only loops outside the attach point.
     ``exact``: the loop takes every one of those values, not only some; with ``below`` set,
     every one below it (a stage's own axis, whose guard is repeated as the region guard of a
     stage computed at its loops). ``inner``: some loop inside the attach point is part of
-    this loop."""
+    this loop. (A named tuple: bound inference makes one per loop of a stage, every time a
+    region is asked for.)"""
 
     outer: Terms
     lo: int
@@ -56,9 +55,13 @@ def axis_indices(stage: StageState) -> tuple[list[Expr], list[Expr]]:
     return spatial, [Var(iv.name) for iv in stage.axes[n:]]
 
 
-def loop_reach(stage: StageState, loop: IterVar) -> dict[str, Reach]:
+def loop_reach(stage: StageState, loop: IterVar, wanted: Optional[AbstractSet[str]] = None) -> dict[str, Reach]:
     """The reach of every loop of ``stage`` (by name; consumed loops included) during one
-    iteration of its leaf loop ``loop``: the leaf loops inside it run, the others stay fixed."""
+    iteration of its leaf loop ``loop``: the leaf loops inside it run, the others stay fixed.
+    With ``wanted`` (loop names), only the leaf loops and the loops the reach of those is
+    made from: a region of a stage's own tensor needs its spatial axes alone, not the splits
+    of its reduction axes."""
+    relations = stage.relations if wanted is None else _making(stage.relations, wanted)
     reach: dict[str, Reach] = {}
     ranges: dict[str, tuple[int, int]] = {}
     position = stage.leaves.index(loop)
@@ -71,7 +74,7 @@ def loop_reach(stage: StageState, loop: IterVar) -> dict[str, Reach]:
     axes = {iv.name for iv in stage.axes}
     # As in ``lower.loop_values``: a relation consumes loops made by earlier ones, so walking
     # backwards finds every relation's outputs already known.
-    for rel in reversed(stage.relations):
+    for rel in reversed(relations):
         if isinstance(rel, Split):
             reach[rel.parent.name] = _split_reach(rel, [reach[c.name] for c in rel.children], ranges,
                                                   rel.parent.name in axes)
@@ -91,6 +94,23 @@ def loop_reach(stage: StageState, loop: IterVar) -> dict[str, Reach]:
                 else:  # every value of each child; exact only when the fused loop runs whole
                     reach[child.name] = Reach({}, 0, child.extent - 1, full, True)
     return reach
+
+
+def _making(relations: Sequence[Relation], wanted: AbstractSet[str]) -> list[Relation]:
+    """The relations that make the loops in ``wanted`` of the leaf loops: a split whose parent
+    is wanted (then its children are), a fuse one of whose children is (then the fused loop
+    is). A relation consumes loops made by earlier ones, so one walk forwards finds them."""
+    wanted = set(wanted)
+    making = []
+    for rel in relations:
+        if isinstance(rel, Split):
+            if rel.parent.name in wanted:
+                making.append(rel)
+                wanted.update(child.name for child in rel.children)
+        elif any(child.name in wanted for child in rel.children):
+            making.append(rel)
+            wanted.add(rel.fused.name)
+    return making
 
 
 def _split_reach(rel: Split, children: list[Reach], ranges: Mapping[str, tuple[int, int]],

@@ -21,11 +21,12 @@ region; its consumer's loads are shifted by the region's start.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from math import prod
 from typing import Mapping, Optional
 
 from metasched.ir.access import canonical
-from metasched.ir.analysis import Affine, as_affine, free_vars, from_affine, int_bounds, simplify, substitute
+from metasched.ir.analysis import as_affine, free_vars, from_affine, int_bounds, simplify, substitute
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children, rebuild
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
@@ -68,54 +69,67 @@ def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[It
     if attach is None or not attach.after or attach.target is not stage:
         return None
     spatial, _ = axis_indices(stage)
-    return attach.loop, region([spatial], loop_reach(stage, attach.loop), stage.statement.shape)
+    wanted = frozenset().union(*(free_vars(index) for index in spatial))
+    return attach.loop, region([spatial], loop_reach(stage, attach.loop, wanted), stage.statement.shape)
 
 
 def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bool]]]:
     """Every loop of the stage (by name, consumed ones included) as a simplified expression of
-    its leaf loops (``from_affine`` gives what ``simplify`` would), and the guards that
-    overshooting splits need, each with whether it bounds a reduction loop."""
+    its leaf loops, and the guards that overshooting splits need, each with whether it bounds
+    a reduction loop."""
     value: dict[str, Expr] = {lv.name: Var(lv.name) for lv in stage.leaves}
-    # Splits compose affinely: keep affine forms alongside, so that a chain of splits costs a
-    # few dictionary sums instead of repeated simplification of ever larger trees.
-    affine: dict[str, Optional[Affine]] = {lv.name: ({lv.name: 1}, 0) for lv in stage.leaves}
     guards: list[tuple[Expr, bool]] = []
     # A relation consumes loops made by earlier ones, so walking backwards finds every
     # relation's outputs already expressed.
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
-            coeffs: dict[str, int] = {}
-            const, stride = 0, 1
-            forms = [affine[c.name] for c in rel.children]
-            if all(f is not None for f in forms):
-                for child, form in zip(reversed(rel.children), reversed(forms)):
-                    for name, c in form[0].items():
-                        coeffs[name] = coeffs.get(name, 0) + c * stride
-                    const += form[1] * stride
-                    stride *= child.extent
-                affine[rel.parent.name] = (coeffs, const)
-                parent_expr = from_affine((coeffs, const))
-            else:
-                expr: Expr = IntImm(0)
-                for child in reversed(rel.children):
-                    expr = value[child.name] * stride + expr
-                    stride *= child.extent
-                affine[rel.parent.name] = None
-                parent_expr = simplify(expr)
-            value[rel.parent.name] = parent_expr
-            if stride > rel.parent.extent:
-                guards.append((BinOp("<", parent_expr, IntImm(rel.parent.extent)), rel.parent.is_reduce))
+            extents = tuple(c.extent for c in rel.children)
+            parent = _split_value(tuple(value[c.name] for c in rel.children), extents)
+            value[rel.parent.name] = parent
+            if prod(extents) > rel.parent.extent:
+                guards.append((BinOp("<", parent, IntImm(rel.parent.extent)), rel.parent.is_reduce))
         else:
             fused = value[rel.fused.name]
             stride = prod(c.extent for c in rel.children)
             for k, child in enumerate(rel.children):
                 stride //= child.extent
-                part = fused // stride if stride > 1 else fused
-                if k > 0:
-                    part = part % child.extent
-                value[child.name] = simplify(part)
-                affine[child.name] = as_affine(value[child.name])
+                value[child.name] = _fused_part(fused, stride, child.extent if k > 0 else None)
     return value, guards
+
+
+# The values of split and fused loops, memoised by the values they are made of: those are
+# leaf variables or earlier results, the very objects memoisation hands out again (their
+# hashes known, equal ones identical), and the programs of one search repeat most loop
+# structures (a mutant changes one split of one block).
+@functools.lru_cache(maxsize=1 << 12)
+def _split_value(children: tuple[Expr, ...], extents: tuple[int, ...]) -> Expr:
+    """``sum(child * stride)`` (the inner child has stride 1, each outer one the product of
+    the extents inside it), simplified. Splits compose affinely: where every child is affine,
+    their forms are summed (what ``simplify`` would give, without building the sum)."""
+    forms = [as_affine(child) for child in children]
+    stride = 1
+    if all(form is not None for form in forms):
+        coeffs: dict[str, int] = {}
+        const = 0
+        for (terms, constant), extent in zip(reversed(forms), reversed(extents)):
+            for name, c in terms.items():
+                coeffs[name] = coeffs.get(name, 0) + c * stride
+            const += constant * stride
+            stride *= extent
+        return from_affine((coeffs, const))
+    expr: Expr = IntImm(0)
+    for child, extent in zip(reversed(children), reversed(extents)):
+        expr = child * stride + expr
+        stride *= extent
+    return simplify(expr)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _fused_part(fused: Expr, stride: int, extent: Optional[int]) -> Expr:
+    """A child of a fused loop: ``fused // stride`` (the outermost, ``extent`` None), else
+    ``fused // stride % extent``, simplified."""
+    part = fused // stride if stride > 1 else fused
+    return simplify(part if extent is None else part % extent)
 
 
 def stage_axes(stage: StageState, outer: dict[str, Expr],
@@ -144,24 +158,41 @@ def _stage_body(body: Expr, mapping: dict[str, Expr], shifts: dict[str, list[Exp
     Loads are rewritten from their own indices, which are small, rather than after
     substitution: an index that is an axis alone becomes the axis's value as it is (simplify
     gives a simplified expression back unchanged), and the substituted indices, the large
-    part of the result, are not walked again."""
+    part of the result, are not walked again.
+
+    A body shares sub-expressions by identity (inlining puts one index expression of the
+    consumer wherever the producer read its axis: in a padding's guard and in its load), and
+    each is rewritten once (``done``, by identity: the body keeps them alive), so that the
+    result shares them too."""
     def index(i: Expr) -> Expr:
         if isinstance(i, Var) and i.name in mapping:
             return mapping[i.name]
         return simplify(substitute(i, mapping))
 
+    done: dict[int, Expr] = {}
+
     def rewrite(e: Expr) -> Expr:
+        if isinstance(e, Var):
+            return mapping.get(e.name, e)
+        found = done.get(id(e))
+        if found is not None:
+            return found
         if isinstance(e, Load):
             starts = shifts.get(e.buffer)
             if starts is None:
-                return Load(e.buffer, tuple(index(i) for i in e.indices), e.dtype_)
-            shifted = (_minus(substitute(i, mapping), s) for i, s in zip(e.indices, starts))
-            return Load(e.buffer, tuple(shifted), e.dtype_)
-        if isinstance(e, Var):
-            return mapping.get(e.name, e)
-        kids = children(e)
-        new_kids = tuple(rewrite(k) for k in kids)
-        return e if all(a is b for a, b in zip(kids, new_kids)) else rebuild(e, new_kids)
+                new = Load(e.buffer, tuple(index(i) for i in e.indices), e.dtype_)
+            else:
+                shifted = (_minus(substitute(i, mapping), s) for i, s in zip(e.indices, starts))
+                new = Load(e.buffer, tuple(shifted), e.dtype_)
+        elif isinstance(e, BinOp):  # most nodes: without the generic ``children``/``rebuild``
+            a, b = rewrite(e.a), rewrite(e.b)
+            new = e if a is e.a and b is e.b else BinOp(e.op, a, b)
+        else:
+            kids = children(e)
+            new_kids = tuple(rewrite(k) for k in kids)
+            new = e if all(a is b for a, b in zip(kids, new_kids)) else rebuild(e, new_kids)
+        done[id(e)] = new
+        return new
 
     return rewrite(body)
 

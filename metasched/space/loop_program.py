@@ -1,17 +1,20 @@
 """What the postprocessors read of a schedule's lowered loop program, each part worked out once.
 
-* ``Lowered``: a loop program and the answers of ``ir.vectorizable`` already asked of its
-  loops (most read off the body by ``plainly_vectorizes``, without flattening offsets);
-  ``lowered(sch)`` gives the one of a schedule's current state, and ``remember`` lets
-  a postprocessor that holds it hand it to the next, so that a sample is lowered as few
-  times as possible (lowering costs about as much as replaying the trace).
+* ``Lowered``: a loop program as lowered, the kinds of the loops changed since, its
+  statements walked once (``sites``), and the answers of ``ir.vectorizable`` already asked
+  of its loops (most read off the body by ``plainly_vectorizes``, without flattening
+  offsets); ``lowered(sch)`` gives the one of a schedule's current state, and ``remember``
+  lets a postprocessor that holds it hand it to the next, so that a sample is lowered as
+  few times as possible (lowering costs about as much as replaying the trace).
 * ``with_kinds(func, kinds)`` (from ``metasched.lower``): the program with some loops of another
   kind, which is all the ``parallel``, ``vectorize`` and ``unroll`` primitives change.
 * ``MAX_UNROLLED_WORK`` and ``UnrolledWork``: the estimate of the code LLVM must optimise and
   the most of it worth compiling. The rewrite that unrolls loops and the verifier that
-  rejects programs ask this one estimate, with this one limit.
+  rejects programs ask this one estimate, with this one limit; the rewrite follows it
+  loop by loop with ``Unrolling``.
 * ``walk(stmt, scope)``: every statement with the buffers in scope and the loops around it;
-  ``slope(index, var)``: the coefficient of a loop variable in an index, where it is plain;
+  ``slope(index, var)``: the coefficient of a loop variable in an index, where it is plain
+  (``slopes``: of every variable at once);
   ``index_terms`` and ``flat_terms``: an index, a flat offset as a linear combination of
   atoms, memoised.
 """
@@ -20,13 +23,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import weakref
+from types import MappingProxyType
 from typing import AbstractSet, Iterator, Mapping, Optional
 
 from metasched.errors import CodegenError
 from metasched.ir import access
 from metasched.ir.access import Terms
 from metasched.ir.analysis import free_vars
-from metasched.ir.expr import INDEX, BinOp, Expr, FloatImm, IntImm, Load, Var, children
+from metasched.ir.expr import INDEX, BinOp, Expr, FloatImm, IntImm, Load, Var, children, node_count
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 from metasched.lower import with_kinds
 from metasched.ir.vectorizable import vector_fallback_reason
@@ -49,41 +53,81 @@ MAX_UNROLLED_WORK = 60_000
 
 # -- one lowering per state ---------------------------------------------------------------------
 @dataclasses.dataclass
+class _Facts:
+    """What postprocessors work out of one lowered program, shared by the programs that differ
+    from it only in loop kinds: its statements (``walk`` of it, in order), its
+    ``UnrolledWork``, and the answers of ``vector_fallback_reason`` for its loops by
+    ``id(body)``: (body, loop variable, scope, reason); the body is kept, so ids stay unique."""
+
+    sites: Optional[tuple[tuple[Stmt, Scope, Around], ...]] = None
+    work: Optional[UnrolledWork] = None
+    vector_reasons: dict[int, tuple[Stmt, str, Scope, Optional[str]]] = dataclasses.field(default_factory=dict)
+
+
 class Lowered:
-    """A loop program, and what postprocessors worked out of it that a program differing only
-    in loop kinds shares (``changed``): its ``UnrolledWork``, and what
-    ``ir.vectorizable.vector_fallback_reason`` answered for its loops. That answer depends
-    only on a loop's variable, its body and the buffers in scope, and ``with_kinds`` keeps
-    the body of a loop whose kind alone changed: the rewrite asks about a loop before
+    """A loop program as lowered (``lowered``), with the kinds of some loops changed since
+    (``kinds``: all that the ``parallel``, ``vectorize`` and ``unroll`` primitives change),
+    and what postprocessors worked out of it. ``func`` is the program with those kinds
+    (``with_kinds``), made only when asked for: the postprocessors read the program as
+    lowered, and take each loop's kind from ``kind``.
+
+    What they work out does not depend on kinds, so the programs that ``changed`` makes
+    share it: the statements (the tree is the same but for the ``For`` nodes on the way to
+    a changed loop), the unrolled work (updated by ``UnrolledWork.with_kinds``), and the
+    answers of ``ir.vectorizable.vector_fallback_reason``, which depend only on a loop's
+    variable, its body and the buffers in scope: the rewrite asks about a loop before
     vectorizing it, the verifier after, and the predicate runs once."""
 
-    func: PrimFunc
-    # id(body) -> (body, loop variable, scope, reason); the body is kept, so ids stay unique.
-    _vector_reasons: dict[int, tuple[Stmt, str, Scope, Optional[str]]] = dataclasses.field(default_factory=dict)
-    _work: Optional[UnrolledWork] = None
+    def __init__(self, lowered: PrimFunc, kinds: Mapping[str, ForKind] = MappingProxyType({}),
+                 facts: Optional[_Facts] = None) -> None:
+        self.lowered, self.kinds = lowered, kinds
+        self._facts = _Facts() if facts is None else facts
+        self._func: Optional[PrimFunc] = None if kinds else lowered
+        self._work: Optional[UnrolledWork] = None
+
+    @property
+    def func(self) -> PrimFunc:
+        """The program: ``lowered`` with the loops in ``kinds`` of those kinds."""
+        if self._func is None:
+            self._func = with_kinds(self.lowered, self.kinds)
+        return self._func
+
+    def kind(self, loop: For) -> ForKind:
+        """The kind in ``func`` of a loop of ``lowered``."""
+        return self.kinds.get(loop.var, loop.kind)
+
+    def sites(self) -> tuple[tuple[Stmt, Scope, Around], ...]:
+        """``walk`` of ``lowered`` from the top of its body, worked out once."""
+        facts = self._facts
+        if facts.sites is None:
+            facts.sites = tuple(walk(self.lowered.body, params(self.lowered)))
+        return facts.sites
 
     def vector_fallback_reason(self, loop: For, scope: Scope) -> Optional[str]:
         """``vector_fallback_reason(loop, scope.__getitem__)``, asked once per loop body (and
         only where ``plainly_vectorizes`` cannot tell that it is None)."""
-        known = self._vector_reasons.get(id(loop.body))
+        reasons = self._facts.vector_reasons
+        known = reasons.get(id(loop.body))
         if known is not None and known[0] is loop.body and known[1] == loop.var and _same(known[2], scope):
             return known[3]
         reason = None if plainly_vectorizes(loop, scope) else vector_fallback_reason(loop, scope.__getitem__)
-        self._vector_reasons[id(loop.body)] = (loop.body, loop.var, scope, reason)
+        reasons[id(loop.body)] = (loop.body, loop.var, scope, reason)
         return reason
 
     def unrolled_work(self) -> UnrolledWork:
         """``UnrolledWork.of(self.func)``, worked out once."""
         if self._work is None:
-            self._work = UnrolledWork.of(self.func)
+            facts = self._facts
+            if facts.work is None:
+                facts.work = UnrolledWork.of(self.lowered)
+            self._work = facts.work.with_kinds(self.kinds)
         return self._work
 
     def changed(self, kinds: Mapping[str, ForKind]) -> Lowered:
         """The program with the loops in ``kinds`` of those kinds, and what is known of it."""
         if not kinds:
             return self
-        work = None if self._work is None else self._work.with_kinds(kinds)
-        return Lowered(with_kinds(self.func, kinds), self._vector_reasons, work)
+        return Lowered(self.lowered, {**self.kinds, **kinds}, self._facts)
 
 
 def _same(a: Scope, b: Scope) -> bool:
@@ -122,8 +166,7 @@ def plainly_vectorizes(loop: For, scope: Scope) -> bool:
             slopes = [slope(index, loop.var) for index in indices]
             if None in slopes or not sum(k * stride for k, stride in zip(slopes, buffer.strides)):
                 return False
-            for e in exprs(stmt):
-                read.extend(loads_in(e))
+            read.extend(loads_in(stmt.value))  # its indices read no tensor (``loads_in``)
         else:  # a loop or an allocation
             return False
     return all(ld.buffer not in stored or ld.indices is stored[ld.buffer] or ld.indices == stored[ld.buffer]
@@ -134,20 +177,36 @@ def slope(index: Expr, var: str) -> Optional[int]:
     """The coefficient of ``var`` in ``index`` when it enters only through ``+``, ``-`` and
     products with an integer literal (0 when it does not enter), else None. Then it is the
     coefficient ``ir.access.index_terms`` finds: no atom of those holds ``var``."""
+    coefficients, nonlinear = slopes(index)
+    return None if var in nonlinear else coefficients.get(var, 0)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def slopes(index: Expr) -> tuple[Mapping[str, int], frozenset[str]]:
+    """``slope`` of ``index`` for every variable at once: the coefficients of the variables
+    it reads through ``+``, ``-`` and products with an integer literal, and the variables it
+    reads otherwise (whose ``slope`` is None). Memoised: the postprocessors ask it of every
+    index for several loops, and the indices of a lowered program are the very objects
+    simplification memoises (their hashes known), which sample after sample repeats.
+    Callers must not change the dict returned."""
     kind = type(index)
     if kind is Var:
-        return 1 if index.name == var else 0
+        return {index.name: 1}, frozenset()
     if kind is IntImm:
-        return 0
+        return {}, frozenset()
     if kind is BinOp and index.dtype_ == INDEX:
         if index.op in ("+", "-"):
-            a, b = slope(index.a, var), slope(index.b, var)
-            return None if a is None or b is None else a + b if index.op == "+" else a - b
+            (a, a_nonlinear), (b, b_nonlinear) = slopes(index.a), slopes(index.b)
+            sign = 1 if index.op == "+" else -1
+            merged = dict(a)
+            for name, k in b.items():
+                merged[name] = merged.get(name, 0) + sign * k
+            return merged, a_nonlinear | b_nonlinear
         if index.op == "*" and (type(index.a) is IntImm or type(index.b) is IntImm):
             literal, other = (index.a, index.b) if type(index.a) is IntImm else (index.b, index.a)
-            found = slope(other, var)
-            return None if found is None else found * literal.value
-    return None if var in free_vars(index) else 0
+            found, nonlinear = slopes(other)
+            return {name: k * literal.value for name, k in found.items()}, nonlinear
+    return {}, free_vars(index)
 
 
 # Memoised by value, as ``ir.access.canonical`` is: the samples of one workload share many
@@ -232,31 +291,24 @@ def exprs(stmt: Stmt) -> tuple[Expr, ...]:
 
 def loads_in(expr: Expr) -> list[Load]:
     """Every load in ``expr``, parents first: ``ir.analysis.loads``, with a walk that knows the
-    nodes postprocessors meet most (they ask this of every statement)."""
+    nodes postprocessors meet most (they ask this of every statement). As that one, it does
+    not enter index expressions (a load's indices, the operands of a comparison, a store's
+    indices given here), most of a lowered statement's nodes: tensors hold floats, so an
+    index reads none."""
     found: list[Load] = []
     stack = [expr]
     while stack:
         node = stack.pop()
         kind = type(node)
         if kind is BinOp:
-            stack.append(node.b)
-            stack.append(node.a)
+            if node.dtype_ != INDEX:
+                stack.append(node.b)
+                stack.append(node.a)
         elif kind is Load:
             found.append(node)
-            stack.extend(reversed(node.indices))
         elif kind is not Var and kind is not IntImm and kind is not FloatImm:
-            stack.extend(reversed(children(node)))
+            stack.extend(child for child in reversed(children(node)) if child.dtype != INDEX)
     return found
-
-
-def _size(expr: Expr) -> int:
-    """The nodes of ``expr``."""
-    kind = type(expr)
-    if kind is BinOp:
-        return 1 + _size(expr.a) + _size(expr.b)
-    if kind is Var or kind is IntImm or kind is FloatImm:
-        return 1
-    return 1 + sum(_size(child) for child in children(expr))
 
 
 # -- unrolled work ------------------------------------------------------------------------------
@@ -276,20 +328,36 @@ class UnrolledWork:
 
     # Per statement: its own nodes and the loops around it, as (name, kind, extent).
     statements: tuple[tuple[int, tuple[tuple[str, ForKind, int], ...]], ...]
+    # The loops whose kind changed since (``with_kinds``), by name: applied when the work is
+    # first counted, so that a change costs nothing until then.
+    kinds: Mapping[str, ForKind] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, func: PrimFunc) -> UnrolledWork:
-        found = []
-        for stmt, _, around in walk(func.body, {}):
-            nodes = sum(_size(e) for e in exprs(stmt))
-            if nodes:
-                found.append((nodes, tuple((loop.var, loop.kind, loop.extent) for loop, _ in around)))
+        found: list[tuple[int, tuple[tuple[str, ForKind, int], ...]]] = []
+        stack: list[tuple[Stmt, tuple[tuple[str, ForKind, int], ...]]] = [(func.body, ())]
+        while stack:  # ``walk``'s order, without the buffers in scope
+            stmt, loops = stack.pop()
+            kind = type(stmt)
+            if kind is Seq:
+                stack.extend((child, loops) for child in reversed(stmt.stmts))
+            elif kind is For:
+                stack.append((stmt.body, loops + ((stmt.var, stmt.kind, stmt.extent),)))
+            elif kind is Allocate:
+                stack.append((stmt.body, loops))
+            else:
+                nodes = sum(node_count(e) for e in exprs(stmt))
+                if nodes:
+                    found.append((nodes, loops))
+                if kind is IfThenElse:
+                    if stmt.else_body is not None:
+                        stack.append((stmt.else_body, loops))
+                    stack.append((stmt.then_body, loops))
         return cls(tuple(found))
 
     def with_kinds(self, kinds: Mapping[str, ForKind]) -> UnrolledWork:
         """The estimate of the program with the loops in ``kinds`` of those kinds."""
-        return UnrolledWork(tuple((nodes, tuple((name, kinds.get(name, kind), extent) for name, kind, extent in loops))
-                                  for nodes, loops in self.statements))
+        return UnrolledWork(self.statements, {**self.kinds, **kinds}) if kinds else self
 
     def total(self, unrolled: AbstractSet[str] = frozenset()) -> int:
         """The work of the program with the serial or parallel loops named in ``unrolled``
@@ -302,20 +370,58 @@ class UnrolledWork:
             work += copies
         return work
 
+    def unrolling(self) -> Unrolling:
+        """The work as loops are unrolled one after another, from the program as it is."""
+        return Unrolling(self._parts)
+
     @functools.cached_property
     def _parts(self) -> tuple[tuple[int, tuple[tuple[str, int], ...]], ...]:
         """Per statement: its nodes times the copies of the loops around it, and the loops
         around it that make one copy (serial, parallel) with their extents."""
         parts = []
+        changed = self.kinds
         for nodes, loops in self.statements:
             once = []
             for name, kind, extent in loops:
-                copies = _copies(kind, extent)
-                nodes *= copies
+                kind = changed.get(name, kind)
                 if kind is ForKind.SERIAL or kind is ForKind.PARALLEL:
                     once.append((name, extent))
+                else:
+                    nodes *= _copies(kind, extent)
             parts.append((nodes, tuple(once)))
         return tuple(parts)
+
+
+class Unrolling:
+    """A running account of ``UnrolledWork.total`` as loops are unrolled one after another,
+    which is how the rewrite builds its unroll chains: ``total_with(loop)`` is
+    ``total(unrolled | {loop})`` and ``unroll(loop)`` adds the loop to ``unrolled``, each at the
+    cost of the statements inside the loop rather than of the whole program."""
+
+    def __init__(self, parts: tuple[tuple[int, tuple[tuple[str, int], ...]], ...]) -> None:
+        self._copies = [copies for copies, _ in parts]  # per statement, with ``unrolled``
+        self.total = sum(self._copies)
+        # Per serial or parallel loop: the statements inside it, with its extent.
+        self._inside: dict[str, list[tuple[int, int]]] = {}
+        for position, (_, once) in enumerate(parts):
+            for name, extent in once:
+                self._inside.setdefault(name, []).append((position, extent))
+        self._unrolled: set[str] = set()
+
+    def total_with(self, loop: str) -> int:
+        """The work with ``loop`` unrolled too."""
+        if loop in self._unrolled:
+            return self.total
+        return self.total + sum(self._copies[k] * (extent - 1) for k, extent in self._inside.get(loop, ()))
+
+    def unroll(self, loop: str) -> None:
+        """Unroll ``loop`` too."""
+        if loop in self._unrolled:
+            return
+        self._unrolled.add(loop)
+        for k, extent in self._inside.get(loop, ()):
+            self.total += self._copies[k] * (extent - 1)
+            self._copies[k] *= extent
 
 
 def _copies(kind: ForKind, extent: int) -> int:

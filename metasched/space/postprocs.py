@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 from typing import Mapping, Optional, Sequence
 
@@ -29,13 +30,12 @@ from metasched.errors import ScheduleError
 from metasched.ir.access import Terms
 from metasched.ir.analysis import Interval, free_vars, int_bounds
 from metasched.ir.expr import BinOp, Expr, IntImm, Var
-from metasched.ir.stmt import Allocate, Buffer, For, ForKind, PrimFunc, Store
+from metasched.ir.stmt import Allocate, Buffer, For, ForKind, PrimFunc, Stmt, Store
 from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo, LoopInfo
 from metasched.space.base import Postproc
-from metasched.space.loop_program import (MAX_UNROLLED_WORK, Lowered, Scope, UnrolledWork, exprs, flat_terms,
-                                          index_terms, loads_in, lowered, params, remember, slope, unrolled_work,
-                                          walk)
+from metasched.space.loop_program import (MAX_UNROLLED_WORK, Around, Lowered, Scope, UnrolledWork, flat_terms,
+                                          index_terms, loads_in, lowered, remember, slopes, unrolled_work)
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE
 
 KEYS = (PARALLEL, VECTORIZE, UNROLL_EXPLICIT, UNROLL_IMPLICIT)
@@ -118,7 +118,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
             elif count:
                 loops[name].parallelize(count)
         program = Lowered(sch.lower())
-        accesses = _accesses(program.func)
+        accesses = _accesses(program)
         kinds: dict[str, ForKind] = {}  # loops whose kind alone changed since the lowering
         fused = False
         for name, limit in limits.items():
@@ -129,7 +129,7 @@ class RewriteParallelVectorizeUnroll(Postproc):
         unrolling = [(loops[name], limit.max_unroll) for name, limit in limits.items()
                      if infos[name].is_reduction and limit.max_unroll > 0]
         if unrolling:
-            work = program.unrolled_work().with_kinds(kinds)
+            work = program.changed(kinds).unrolled_work()
             kinds.update(dict.fromkeys(_unroll(unrolling, work, self.max_unrolled_work), ForKind.UNROLLED))
         remember(sch, program.changed(kinds))
         return True
@@ -224,7 +224,7 @@ def _block_limits(infos: Mapping[str, BlockInfo]) -> dict[str, _Limits]:
 class _Offset:
     """The flat element offset of ``buffer[indices]``, asked for its coefficient in several
     loops. Where a loop variable enters every index only through sums and products with
-    integer literals, the coefficient is read off the indices (``loop_program.slope``);
+    integer literals, the coefficient is read off the indices (``loop_program.slopes``);
     otherwise it is that of the offset's linear combination of atoms (``flat_terms``, worked
     out once), which also sees through the ``//`` and ``%`` pairs that flattening a fused
     loop makes."""
@@ -232,18 +232,19 @@ class _Offset:
     def __init__(self, buffer: Buffer, indices: tuple[Expr, ...]) -> None:
         self.buffer, self.indices = buffer, indices
         self._coefficients: dict[str, Optional[int]] = {}
+        self._slopes = [slopes(index) for index in indices]
         self._terms: Optional[tuple[Terms, frozenset[str]]] = None
 
     def coefficient(self, var: str) -> Optional[int]:
         """``linear_in(offset, var)[0]``: the coefficient of ``var``, None where it enters
         non-linearly."""
         if var not in self._coefficients:
-            slopes = [slope(index, var) for index in self.indices]
-            if None in slopes:
+            if any(var in nonlinear for _, nonlinear in self._slopes):
                 terms, nonlinear = self._atoms()
                 found = None if var in nonlinear else terms.get(Var(var), 0)
             else:
-                found = sum(slope * stride for slope, stride in zip(slopes, self.buffer.strides))
+                found = sum(coefficients.get(var, 0) * stride
+                            for (coefficients, _), stride in zip(self._slopes, self.buffer.strides))
             self._coefficients[var] = found
         return self._coefficients[var]
 
@@ -259,8 +260,8 @@ class _Offset:
 class _Accesses:
     """Where a block's statement touches memory in the lowered program, as flat element
     offsets (worked out when first asked for): its stores (the update and, for a reduction,
-    the initialisation) and the reads in their values; ``loops`` are the ``For`` nodes of
-    each loop name around its stores (a reduction's initialisation repeats spatial loops)."""
+    the initialisation) and the reads in their values; ``innermost(var)``, the ``For`` nodes
+    of a loop around its stores (a reduction's initialisation repeats spatial loops)."""
 
     def __init__(self, offsets: dict[tuple[int, int], _Offset]) -> None:
         # Each distinct access, by the identity of its tuple of indices: lowering gives a
@@ -268,7 +269,7 @@ class _Accesses:
         self._stores: dict[tuple[int, int], tuple[Buffer, tuple[Expr, ...]]] = {}
         self._reads: dict[tuple[int, int], tuple[Buffer, tuple[Expr, ...]]] = {}
         self._offsets = offsets  # shared by the blocks of one program
-        self.loops: dict[str, dict[int, tuple[For, Scope]]] = {}
+        self._arounds: dict[int, Around] = {}  # the loops around each store, by identity
 
     def _offset(self, key: tuple[int, int], buffer: Buffer, indices: tuple[Expr, ...]) -> _Offset:
         if key not in self._offsets:
@@ -284,14 +285,22 @@ class _Accesses:
         return tuple(self._offset(key, *access) for key, access in self._reads.items())
 
     def innermost(self, var: str) -> Sequence[tuple[For, Scope]]:
-        return tuple(self.loops.get(var, {}).values())
+        """The ``For`` nodes of loop ``var`` around the stores (each once), with their scopes.
+        Asked of a block's innermost loop: it is found from the inside out."""
+        found: dict[int, tuple[For, Scope]] = {}
+        for around in self._arounds.values():
+            for loop, scope in reversed(around):
+                if loop.var == var:
+                    found.setdefault(id(loop), (loop, scope))
+                    break  # loop names are unique along one nest
+        return tuple(found.values())
 
 
-def _accesses(func: PrimFunc) -> dict[str, _Accesses]:
+def _accesses(program: Lowered) -> dict[str, _Accesses]:
     """The accesses of every block, by the buffer it stores to."""
     found: dict[str, _Accesses] = {}
     offsets: dict[tuple[int, int], _Offset] = {}
-    for stmt, scope, around in walk(func.body, params(func)):
+    for stmt, scope, around in program.sites():
         if not isinstance(stmt, Store):
             continue
         block = found.get(stmt.buffer)
@@ -302,8 +311,7 @@ def _accesses(func: PrimFunc) -> dict[str, _Accesses]:
         for ld in loads_in(stmt.value):
             buffer = scope[ld.buffer]
             block._reads[id(buffer), id(ld.indices)] = (buffer, ld.indices)
-        for loop, loop_scope in around:
-            block.loops.setdefault(loop.var, {})[id(loop)] = (loop, loop_scope)
+        block._arounds.setdefault(id(around), around)
     return found
 
 
@@ -442,6 +450,7 @@ def _unroll(blocks: Sequence[tuple[_Loops, int]], work: UnrolledWork, max_work: 
     the depth and keeps the program's unrolled work (``work`` of the program as it is now)
     within ``max_work``; the names of the loops unrolled."""
     unrolled: set[str] = set()
+    running = work.unrolling()  # ``work.total(unrolled | {loop})``, one loop at a time
     for loops, max_step in blocks:
         product = 1
         for position in reversed(range(len(loops.infos))):
@@ -449,10 +458,11 @@ def _unroll(blocks: Sequence[tuple[_Loops, int]], work: UnrolledWork, max_work: 
             if position == len(loops.infos) - 1 and loop.kind == "vectorized":
                 continue
             if loop.kind != "serial" or loop.attached or product * loop.extent > max_step or \
-                    work.total(unrolled | {loop.name}) > max_work:
+                    running.total_with(loop.name) > max_work:
                 break
             product *= loop.extent
             unrolled.add(loop.name)
+            running.unroll(loop.name)
             loops.unroll(position)
     return unrolled
 
@@ -493,17 +503,20 @@ class VerifyKernel(Postproc):
         if work > self.max_unrolled_work:
             return (f"its unrolled loops make {work} expression nodes, more than max_unrolled_work="
                     f"{self.max_unrolled_work}: LLVM would take seconds to compile it")
-        return _vector_fallback(program) or parallel_race(program.func)
+        return _vector_fallback(program) or _parallel_race(program)
 
 
+# The checks read the program as lowered (``Lowered.sites``), with each loop's kind as it is
+# now (``Lowered.kind``): what they find of a loop depends on its variable, extent and body,
+# and a loop inside a changed one has the same, whatever its own kind.
 def vector_fallback(func: PrimFunc) -> Optional[str]:
     """Why some vectorized loop of ``func`` would run as a serial loop, or None."""
     return _vector_fallback(Lowered(func))
 
 
 def _vector_fallback(program: Lowered) -> Optional[str]:
-    for stmt, scope, _ in walk(program.func.body, params(program.func)):
-        if isinstance(stmt, For) and stmt.kind is ForKind.VECTORIZED:
+    for stmt, scope, _ in program.sites():
+        if isinstance(stmt, For) and program.kind(stmt) is ForKind.VECTORIZED:
             reason = program.vector_fallback_reason(stmt, scope)
             if reason is not None:
                 return f"vectorized loop {stmt.var} would run serially: {reason}"
@@ -518,38 +531,55 @@ def parallel_race(func: PrimFunc) -> Optional[str]:
     by every store and load of the body, only at elements that tell which iteration made
     the access (``_owned``). Conditions around accesses are ignored (that only adds
     accesses), and accesses are assumed in bounds, as lowering guarantees."""
-    for stmt, scope, _ in walk(func.body, params(func)):
-        if isinstance(stmt, For) and stmt.kind is ForKind.PARALLEL and stmt.extent > 1:
-            reason = _race(stmt, scope)
+    return _parallel_race(Lowered(func))
+
+
+def _parallel_race(program: Lowered) -> Optional[str]:
+    sites = program.sites()
+    for position, (stmt, scope, _) in enumerate(sites):
+        if isinstance(stmt, For) and stmt.extent > 1 and program.kind(stmt) is ForKind.PARALLEL:
+            reason = _race(stmt, scope, sites, position)
             if reason is not None:
                 return reason
     return None
 
 
-# An access: its indices and the ranges of the loops inside the parallel loop around it.
-_Access = tuple[tuple[Expr, ...], Mapping[str, Interval]]
+# An access: its indices and the ranges of the loops inside the parallel loop around it, as
+# (name, range) pairs outermost first (a value, so that ``_owned`` can be memoised).
+_Access = tuple[tuple[Expr, ...], tuple[tuple[str, Interval], ...]]
 
 
-def _race(loop: For, scope: Scope) -> Optional[str]:
+def _race(loop: For, scope: Scope, sites: Sequence[tuple[Stmt, Scope, Around]], position: int) -> Optional[str]:
+    """Why ``loop``, the statement at ``position`` of ``sites`` (the walk of a program: the
+    statements inside the loop follow it, with more loops around them), may race, or None."""
     # By buffer, the distinct accesses: one tuple of indices (lowering shares one between a
     # block's stores and the read of its value) under the same loops is one access. Each
-    # entry keeps its indices and loops, so that their identities stay theirs.
-    accesses: dict[str, dict[tuple[int, int], tuple[_Access, object]]] = {}
+    # entry keeps its indices and loops, so that their identities stay theirs. The ranges of
+    # the loops are worked out only for the buffers checked (most accesses are to buffers
+    # allocated in the body, which code generation makes private to each thread).
+    accesses_of: dict[str, dict[tuple[int, int], tuple[tuple[Expr, ...], Around]]] = {}
     written: set[str] = set()
     private: set[str] = set()
-    for stmt, _, around in walk(loop.body, scope):
+    depth = len(sites[position][2])  # the loops around ``loop``
+    for stmt, _, around in itertools.islice(sites, position + 1, None):
+        if len(around) <= depth:  # past the end of the loop's body
+            break
         if isinstance(stmt, Allocate):
             private.add(stmt.buffer.name)
-        found = [(ld.buffer, ld.indices) for e in exprs(stmt) for ld in loads_in(e)]
-        if isinstance(stmt, Store):
+        elif isinstance(stmt, Store):  # only stored values read tensors (``loads_in``)
             written.add(stmt.buffer)
+            found = [(ld.buffer, ld.indices) for ld in loads_in(stmt.value)]
             found.append((stmt.buffer, stmt.indices))
-        if found:
-            ranges = {inner.var: (0, inner.extent - 1) for inner, _ in around}
             for buffer, indices in found:
-                accesses.setdefault(buffer, {}).setdefault((id(indices), id(around)), ((indices, ranges), around))
+                accesses_of.setdefault(buffer, {}).setdefault((id(indices), id(around)), (indices, around))
+    ranges: dict[int, tuple[tuple[str, Interval], ...]] = {}  # of the loops inside ``loop``
     for buffer in sorted(written - private):
-        if not _owned(loop, scope[buffer], [access for access, _ in accesses[buffer].values()]):
+        accesses = []
+        for indices, around in accesses_of[buffer].values():
+            if id(around) not in ranges:
+                ranges[id(around)] = tuple((inner.var, (0, inner.extent - 1)) for inner, _ in around[depth + 1:])
+            accesses.append((indices, ranges[id(around)]))
+        if not _owned(loop.var, loop.extent, scope[buffer], tuple(accesses)):
             return (f"parallel loop {loop.var}: two of its iterations may access one element of "
                     f"{buffer}, one of them storing to it")
     return None
@@ -572,22 +602,29 @@ class _Form:
     terms: tuple[tuple[int, int, int], ...]
 
 
-def _owned(loop: For, buffer: Buffer, accesses: list[_Access]) -> bool:
+@functools.lru_cache(maxsize=1 << 12)
+def _owned(var: str, extent: int, buffer: Buffer, accesses: tuple[_Access, ...]) -> bool:
     """Whether every access in ``accesses`` touches only elements from which the iteration of
-    ``loop`` that made it can be told. An element is seen through coordinates: its flat
-    offset, then its indices. Where every access gives a coordinate the same digits of the
-    loop variable and the same outer terms (``_coordinate_form``), the coordinate tells each
-    digit that stands apart from the other terms (``_tells``); once the digits told
-    determine the variable (``_determines``), the coordinates left need not be read."""
+    the parallel loop ``var`` (of ``extent``) that made it can be told. An element is seen
+    through coordinates: its flat offset, then its indices. Where every access gives a
+    coordinate the same digits of the loop variable and the same outer terms
+    (``_coordinate_form``), the coordinate tells each digit that stands apart from the other
+    terms (``_tells``); once the digits told determine the variable (``_determines``), the
+    coordinates left need not be read.
+
+    Memoised: the stores of the programs of one search repeat (a mutant changes one tile
+    size, most often of loops that do not change them), and their indices are the
+    expressions lowering memoises (their hashes known)."""
     digits: list[_Digit] = []
+    ranges = [dict(loops) for _, loops in accesses]
     for position in range(len(buffer.shape) + 1):
         coordinates = [flat_terms(buffer, indices) if position == 0 else index_terms(indices[position - 1])
                        for indices, _ in accesses]
-        forms = [_coordinate_form(terms, loop.var, ranges) for terms, (_, ranges) in zip(coordinates, accesses)]
+        forms = [_coordinate_form(terms, var, inner) for terms, inner in zip(coordinates, ranges)]
         if any(form is None for form in forms) or len({(f.digits, f.outer) for f in forms}) != 1:
             continue
-        digits.extend(digit for digit, k in forms[0].digits if _tells(forms, digit, k, loop.extent))
-        if _determines(digits, loop.extent):
+        digits.extend(digit for digit, k in forms[0].digits if _tells(forms, digit, k, extent))
+        if _determines(digits, extent):
             return True
     return False
 

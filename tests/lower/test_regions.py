@@ -18,6 +18,7 @@ from metasched.errors import ScheduleError
 from metasched.ir import Allocate, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, Var, substitute
 from metasched.ir.access import sub_stmts
 from metasched.lang import assert_outputs_close
+from metasched.lower.bounds import loop_reach
 from metasched.testing import assert_equivalent, schedules
 
 SERIAL_POISONED = CodegenOptions(poison=True, threading="serial")
@@ -313,6 +314,25 @@ def test_random_reverse_compute_at_regions_are_exact(sch):
 @given(attached_schedules(compute_at=True))
 def test_random_compute_at_regions_cover_what_is_read(sch):
     assert_order_independent(sch)
+
+
+@pytest.mark.parametrize("name", ["conv2d_bias_relu", "matmul_relu", "softmax"])
+def test_the_reach_of_some_loops_is_their_reach_among_all(name):
+    """``loop_reach`` with ``wanted`` walks only the relations that make those loops (a
+    stage's own region needs its spatial axes, not the splits of its reduction axes)."""
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+
+    @given(schedules(wl, max_steps=12), st.data())
+    @settings(max_examples=25)
+    def check(sch, data):
+        for stage in sch._state.stages:
+            loop = data.draw(st.sampled_from(stage.leaves))
+            axes = [iv.name for iv in stage.axes]
+            wanted = set(data.draw(st.lists(st.sampled_from(axes), min_size=1, unique=True)))
+            whole, some = loop_reach(stage, loop), loop_reach(stage, loop, wanted)
+            assert wanted <= some.keys() and all(some[name] == whole[name] for name in some)
+
+    check()
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ run serially, parallel loops with races (one shown to give wrong results) and un
 too big to compile quickly, and passes the hand-written schedules. The two share one lowering
 of a sample where they can, and it is the program the schedule lowers to."""
 import dataclasses
+import pickle
 
 import pytest
 from hypothesis import given, strategies as st
@@ -14,14 +15,16 @@ from metasched import CodegenOptions, ScheduleError, build, handwritten, workloa
 from metasched.codegen import vector
 from metasched.ir import Buffer, FloatImm, For, ForKind, IfThenElse, IntImm, Load, PrimFunc, Seq, Store, Var
 from metasched.ir import vectorizable
-from metasched.ir.analysis import substitute
+from metasched.ir.analysis import loads, substitute, walk as walk_expr
+from metasched.ir.expr import node_count
 from metasched.lang import assert_outputs_close
 from metasched.schedule import Schedule, analysis
 from metasched.space import PostOrderApply, RewriteParallelVectorizeUnroll, VerifyKernel, cpu_default
-from metasched.space.loop_program import (MAX_UNROLLED_WORK, UnrolledWork, lowered, params, plainly_vectorizes,
-                                          walk, with_kinds)
+from metasched.space.loop_program import (MAX_UNROLLED_WORK, Lowered, UnrolledWork, exprs, loads_in, lowered,
+                                          params, plainly_vectorizes, walk, with_kinds)
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, VECTORIZE
-from metasched.space.postprocs import KEYS, parallel_race, unrolled_work, vector_fallback
+from metasched.space.postprocs import (KEYS, _parallel_race, _vector_fallback, parallel_race, unrolled_work,
+                                       vector_fallback)
 from metasched.testing import assert_equivalent, schedules
 
 SERIAL = CodegenOptions(poison=True, threading="serial")
@@ -231,6 +234,70 @@ def test_the_quick_vectorize_check_never_says_yes_where_the_predicate_finds_a_re
     for stmt, scope, _ in walk(func.body, params(func)):
         if isinstance(stmt, For) and plainly_vectorizes(stmt, scope):
             assert vectorizable.vector_fallback_reason(stmt, scope.__getitem__) is None
+
+
+def sampled_program(data):
+    """The program of a random schedule or of a sample of ``cpu_default()`` (None if refused)."""
+    name = data.draw(st.sampled_from(sorted(SMALL_PARAMS)))
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    if data.draw(st.booleans()):
+        return data.draw(schedules(wl, max_steps=10)).lower()
+    try:
+        return cpu_default().sample(wl, data.draw(st.integers(0, 2**32))).lower()
+    except ScheduleError:
+        return None
+
+
+@given(st.data())
+def test_node_counts_remembered_by_binary_nodes_are_the_nodes_of_the_tree(data):
+    """``UnrolledWork`` counts nodes with ``node_count``, which binary nodes remember as they
+    remember their hash: it must count every node of the tree, a shared one each time."""
+    func = sampled_program(data)
+    if func is None:
+        return
+    for stmt, _, _ in walk(func.body, params(func)):
+        for e in exprs(stmt):
+            assert node_count(e) == sum(1 for _ in walk_expr(e))
+            copy = pickle.loads(pickle.dumps(e))
+            assert copy == e and hash(copy) == hash(e) and node_count(copy) == node_count(e)
+
+
+@given(st.data())
+def test_the_running_unroll_count_is_the_unrolled_work(data):
+    """The rewrite builds its unroll chains with ``UnrolledWork.unrolling``: one loop at a time,
+    it must count what ``total`` counts of the program with those loops unrolled."""
+    func = sampled_program(data)
+    if func is None:
+        return
+    work = UnrolledWork.of(func)
+    names = sorted({name for _, loops in work.statements for name, _, _ in loops})
+    running, unrolled = work.unrolling(), set()
+    assert running.total == work.total()
+    for name in data.draw(st.lists(st.sampled_from(names), max_size=6)) if names else ():
+        assert running.total_with(name) == work.total(unrolled | {name})
+        running.unroll(name)
+        unrolled.add(name)
+        assert running.total == work.total(unrolled)
+
+
+@given(st.data())
+def test_the_checks_read_the_program_as_lowered_with_the_kinds_changed_since(data):
+    """The verifier reads a program as lowered, with the loop kinds changed since
+    (``Lowered.changed``): it must find what it finds in that program made anew."""
+    func = sampled_program(data)
+    if func is None:
+        return
+    loops = sorted({stmt.var for stmt, _, _ in walk(func.body, params(func)) if isinstance(stmt, For)})
+    kinds = data.draw(st.dictionaries(st.sampled_from(loops), st.sampled_from(list(ForKind)), max_size=4)) \
+        if loops else {}
+    changed, made = Lowered(func).changed(kinds), with_kinds(func, kinds)
+    assert changed.func == made
+    assert changed.unrolled_work().total() == unrolled_work(made)
+    assert _vector_fallback(changed) == vector_fallback(made)
+    assert _parallel_race(changed) == parallel_race(made)
+    for stmt, _, _ in walk(made.body, params(made)):
+        if isinstance(stmt, Store):
+            assert loads_in(stmt.value) == loads(stmt.value)
 
 
 # -- VerifyKernel -----------------------------------------------------------------------------
