@@ -65,11 +65,17 @@ def loads(expr: Expr) -> list[Load]:
     index expression reads no tensor."""
     found: list[Load] = []
     stack = [expr]
-    while stack:
+    while stack:  # the nodes met most first: postprocessors ask this of every statement
         node = stack.pop()
-        if type(node) is Load:
+        kind = type(node)
+        if kind is BinOp:
+            if node.dtype_ != INDEX:
+                stack.append(node.b)
+                stack.append(node.a)
+        elif kind is Load:
             found.append(node)
-        stack.extend(child for child in reversed(children(node)) if child.dtype != INDEX)
+        elif kind is not Var and kind is not IntImm and kind is not FloatImm:
+            stack.extend(child for child in reversed(children(node)) if child.dtype != INDEX)
     return found
 
 

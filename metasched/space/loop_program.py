@@ -29,8 +29,8 @@ from typing import AbstractSet, Iterator, Mapping, Optional
 from metasched.errors import CodegenError
 from metasched.ir import access
 from metasched.ir.access import Terms
-from metasched.ir.analysis import free_vars
-from metasched.ir.expr import INDEX, BinOp, Expr, FloatImm, IntImm, Load, Var, children, node_count
+from metasched.ir.analysis import free_vars, loads
+from metasched.ir.expr import INDEX, BinOp, Expr, IntImm, Load, Var, node_count
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 from metasched.lower import with_kinds
 from metasched.ir.vectorizable import vector_fallback_reason
@@ -155,7 +155,7 @@ def plainly_vectorizes(loop: For, scope: Scope) -> bool:
             stack.append(stmt.then_body)
             if stmt.else_body is not None:
                 stack.append(stmt.else_body)
-            read.extend(loads_in(stmt.cond))
+            read.extend(loads(stmt.cond))
         elif kind is Store:
             indices = stored.setdefault(stmt.buffer, stmt.indices)
             if indices is not stmt.indices and indices != stmt.indices:
@@ -166,7 +166,7 @@ def plainly_vectorizes(loop: For, scope: Scope) -> bool:
             slopes = [slope(index, loop.var) for index in indices]
             if None in slopes or not sum(k * stride for k, stride in zip(slopes, buffer.strides)):
                 return False
-            read.extend(loads_in(stmt.value))  # its indices read no tensor (``loads_in``)
+            read.extend(loads(stmt.value))  # its indices read no tensor (``loads``)
         else:  # a loop or an allocation
             return False
     return all(ld.buffer not in stored or ld.indices is stored[ld.buffer] or ld.indices == stored[ld.buffer]
@@ -287,28 +287,6 @@ def exprs(stmt: Stmt) -> tuple[Expr, ...]:
     if isinstance(stmt, IfThenElse):
         return (stmt.cond,)
     return ()
-
-
-def loads_in(expr: Expr) -> list[Load]:
-    """Every load in ``expr``, parents first: ``ir.analysis.loads``, with a walk that knows the
-    nodes postprocessors meet most (they ask this of every statement). As that one, it does
-    not enter index expressions (a load's indices, the operands of a comparison, a store's
-    indices given here), most of a lowered statement's nodes: tensors hold floats, so an
-    index reads none."""
-    found: list[Load] = []
-    stack = [expr]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is BinOp:
-            if node.dtype_ != INDEX:
-                stack.append(node.b)
-                stack.append(node.a)
-        elif kind is Load:
-            found.append(node)
-        elif kind is not Var and kind is not IntImm and kind is not FloatImm:
-            stack.extend(child for child in reversed(children(node)) if child.dtype != INDEX)
-    return found
 
 
 # -- unrolled work ------------------------------------------------------------------------------

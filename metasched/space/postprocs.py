@@ -28,14 +28,14 @@ from typing import Mapping, Optional, Sequence
 
 from metasched.errors import ScheduleError
 from metasched.ir.access import Terms
-from metasched.ir.analysis import Interval, free_vars, int_bounds
+from metasched.ir.analysis import Interval, free_vars, int_bounds, loads
 from metasched.ir.expr import BinOp, Expr, IntImm, Var
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, PrimFunc, Stmt, Store
 from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo, LoopInfo
 from metasched.space.base import Postproc
 from metasched.space.loop_program import (MAX_UNROLLED_WORK, Around, Lowered, Scope, UnrolledWork, flat_terms,
-                                          index_terms, loads_in, lowered, remember, slopes, unrolled_work)
+                                          index_terms, lowered, remember, slopes, unrolled_work)
 from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE
 
 KEYS = (PARALLEL, VECTORIZE, UNROLL_EXPLICIT, UNROLL_IMPLICIT)
@@ -308,7 +308,7 @@ def _accesses(program: Lowered) -> dict[str, _Accesses]:
             block = found[stmt.buffer] = _Accesses(offsets)
         buffer = scope[stmt.buffer]
         block._stores[id(buffer), id(stmt.indices)] = (buffer, stmt.indices)
-        for ld in loads_in(stmt.value):
+        for ld in loads(stmt.value):
             buffer = scope[ld.buffer]
             block._reads[id(buffer), id(ld.indices)] = (buffer, ld.indices)
         block._arounds.setdefault(id(around), around)
@@ -566,9 +566,9 @@ def _race(loop: For, scope: Scope, sites: Sequence[tuple[Stmt, Scope, Around]], 
             break
         if isinstance(stmt, Allocate):
             private.add(stmt.buffer.name)
-        elif isinstance(stmt, Store):  # only stored values read tensors (``loads_in``)
+        elif isinstance(stmt, Store):  # only stored values read tensors (``loads``)
             written.add(stmt.buffer)
-            found = [(ld.buffer, ld.indices) for ld in loads_in(stmt.value)]
+            found = [(ld.buffer, ld.indices) for ld in loads(stmt.value)]
             found.append((stmt.buffer, stmt.indices))
             for buffer, indices in found:
                 accesses_of.setdefault(buffer, {}).setdefault((id(indices), id(around)), (indices, around))
@@ -666,7 +666,7 @@ def _coordinate_form(terms: Terms, var: str, ranges: Mapping[str, Interval]) -> 
             continue
         if isinstance(atom, Var):  # the common case, without walking the atom
             names = {atom.name}
-        elif loads_in(atom):
+        elif loads(atom):
             return None
         else:
             names = free_vars(atom)
