@@ -117,8 +117,8 @@ class LoadGuard:
     waits: tuple[float, ...] = (0.5, 1.0, 2.0)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.perf_counter
-    _canary: Optional[tuple[object, float]] = None  # (artifact, median seconds)
-    _quiet_at: float = -float("inf")  # when the canary last ran at its time
+    _canary: Optional[tuple[object, float]] = field(default=None, init=False, repr=False)  # (artifact, median s)
+    _quiet_at: float = field(default=-float("inf"), init=False, repr=False)  # when the canary ran at its time
 
     def new_best(self, artifact: object, seconds: float) -> None:
         self._canary = (artifact, seconds)
