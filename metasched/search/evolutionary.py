@@ -121,7 +121,7 @@ class EvolutionarySearch(SearchStrategy):
                 seconds.append(record.median)
             if schedules:
                 self.model.update(schedules, seconds)
-                self._remember([Candidate.of(sch) for sch in schedules], seconds)
+                self._remember([self.scorer.candidate(sch) for sch in schedules], seconds)
 
     # --- scoring -----------------------------------------------------------------------------
     def _scores(self, population: Sequence[Candidate]) -> np.ndarray:
@@ -251,7 +251,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         self.model.update(schedules, seconds)
-        self._remember([self._proposed.get(id(sch)) or Candidate.of(sch) for sch in schedules], seconds)
+        self._remember([self._proposed.get(id(sch)) or self.scorer.candidate(sch) for sch in schedules], seconds)
         if self.rounds and len(self.rounds[-1].predicted) == len(seconds) > 1:
             throughput = [0.0 if s is None else 1.0 / s for s in seconds]
             self.rounds[-1].accuracy = pairwise_accuracy(throughput, self.rounds[-1].predicted)

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -73,15 +74,19 @@ class InProcess:
 
 class _Shared:
     """The workload and space of a run as tasks carry them: pickled once in the parent, and
-    unpickled once per worker process (kept by their digest), not once per task."""
+    unpickled once per worker process (kept by their digest), not once per task. ``wire``
+    sends traces between the processes by their design spaces (``_Wire``); a worker whose
+    design spaces are not the parent's (a space module that makes them differently each
+    time) refuses its tasks, which then run in the parent."""
 
     def __init__(self, workload: Workload, space: SpaceGenerator) -> None:
         self.workload, self.space = workload, space
+        self.wire = _Wire(workload, space)
         self._blob: Optional[bytes] = None
 
     def __getstate__(self) -> dict:
         if self._blob is None:
-            self._blob = pickle.dumps((self.workload, self.space))
+            self._blob = pickle.dumps((self.workload, self.space, self.wire.fingerprint))
         return {"blob": self._blob}
 
     def __setstate__(self, state: dict) -> None:
@@ -89,34 +94,92 @@ class _Shared:
         digest = hashlib.sha256(blob).digest()
         if digest not in _UNPICKLED:
             _UNPICKLED.clear()  # a worker serves one run at a time
-            _UNPICKLED[digest] = pickle.loads(blob)
-        self.workload, self.space = _UNPICKLED[digest]
+            workload, space, fingerprint = pickle.loads(blob)
+            _UNPICKLED[digest] = (workload, space, _Wire(workload, space), fingerprint)
+        self.workload, self.space, self.wire, fingerprint = _UNPICKLED[digest]
+        if self.wire.fingerprint != fingerprint:
+            raise RuntimeError(f"this process made other design spaces of {self.workload} than the "
+                               f"parent process did; {type(self.space).__name__}.generate must "
+                               f"make the same ones every time")
         self._blob = blob
 
 
-_UNPICKLED: dict[bytes, tuple[Workload, SpaceGenerator]] = {}
+_UNPICKLED: dict[bytes, tuple[Workload, SpaceGenerator, "_Wire", str]] = {}
 
 
-def _samples(shared: _Shared, seeds: Sequence[int]) -> list[Optional[Candidate]]:
+class _Wire:
+    """How traces cross between processes. Every sample and mutant of a run begins with the
+    instructions of one of its design spaces, the very objects (``replay`` records the
+    instructions it replays): such a trace travels as the space's number, its decisions and
+    the instructions after the space's (the postprocessors'), and arrives holding the
+    receiving process's own instructions of that space. That keeps what crosses small, and
+    ``database.program_key`` keeps the text of a design space's instructions by their
+    identity, so it writes it once per process, not once per trace. Any other trace travels
+    whole."""
+
+    def __init__(self, workload: Workload, space: SpaceGenerator) -> None:
+        self._insts = [sch.trace.insts for sch in space.design_spaces(workload)]
+        self.fingerprint = hashlib.sha256("\n\n".join(
+            str(sch.trace) for sch in space.design_spaces(workload)).encode()).hexdigest()
+        # (length, identity of the last instruction) -> the space's number, longest first.
+        self._ends = {(len(insts), id(insts[-1])): k
+                      for k, insts in sorted(enumerate(self._insts), key=lambda e: -len(e[1])) if insts}
+
+    def pack(self, trace: Trace) -> Union[Trace, tuple]:
+        insts = trace.insts
+        for (length, last), k in self._ends.items():
+            if (length <= len(insts) and id(insts[length - 1]) == last
+                    and all(map(operator.is_, insts[:length], self._insts[k]))):
+                return k, insts[length:], trace.decisions
+        return trace
+
+    def unpack(self, packed: Union[Trace, tuple]) -> Trace:
+        if isinstance(packed, Trace):
+            return packed
+        k, rest, decisions = packed
+        return Trace(self._insts[k] + rest, decisions)
+
+    def intern(self, trace: Trace) -> Trace:
+        """``trace`` holding a design space's own instructions where it begins with equal ones
+        (a trace read from a database), so that it packs small; equal means equal
+        ``repr`` too, which tells ``1`` from ``1.0`` and ``True`` apart."""
+        insts = trace.insts
+        for (length, _), k in self._ends.items():
+            space = self._insts[k]
+            if length <= len(insts) and insts[:length] == space and repr(insts[:length]) == repr(space):
+                return Trace(space + insts[length:], trace.decisions)
+        return trace
+
+
+# A candidate as it crosses between processes: its key, its trace packed (``_Wire``) and its row.
+_Packed = tuple[str, Union[Trace, tuple], np.ndarray]
+
+
+def _packed(shared: _Shared, sch: Schedule) -> _Packed:
+    cand = Candidate.of(sch)
+    return cand.key, shared.wire.pack(cand.trace), cand.row
+
+
+def _samples(shared: _Shared, seeds: Sequence[int]) -> list[Optional[_Packed]]:
     """A fresh sample of the space per seed; None where a postprocessor rejected it."""
-    out: list[Optional[Candidate]] = []
+    out: list[Optional[_Packed]] = []
     for seed in seeds:
         try:
             sch = shared.space.sample(shared.workload, np.random.default_rng(seed))
         except ScheduleError:
             out.append(None)
             continue
-        out.append(Candidate.of(sch))
+        out.append(_packed(shared, sch))
     return out
 
 
-def _mutants(shared: _Shared, traces: Sequence[Trace]) -> list[Optional[Candidate]]:
-    """Each mutant trace replayed (its sampling part) and post-processed again; None where
-    replay or a postprocessor refused it."""
-    out: list[Optional[Candidate]] = []
-    for trace in traces:
-        sch = apply_mutant(shared.workload, trace, shared.space)
-        out.append(None if sch is None else Candidate.of(sch))
+def _mutants(shared: _Shared, traces: Sequence[Union[Trace, tuple]]) -> list[Optional[_Packed]]:
+    """Each mutant trace (packed) replayed (its sampling part) and post-processed again; None
+    where replay or a postprocessor refused it."""
+    out: list[Optional[_Packed]] = []
+    for packed in traces:
+        sch = apply_mutant(shared.workload, shared.wire.unpack(packed), shared.space)
+        out.append(None if sch is None else _packed(shared, sch))
     return out
 
 
@@ -135,13 +198,31 @@ class Scorer:
 
     def mutants(self, traces: Sequence[Trace]) -> list[Optional[Candidate]]:
         """Each mutant (``mutators.apply_mutant``), in order; None for one that was dropped."""
-        return self._run(_mutants, list(traces))
+        return self._run(_mutants, [self._shared.wire.pack(t) for t in traces])
+
+    def candidate(self, sch: Schedule) -> Candidate:
+        """``Candidate.of(sch)``, its trace holding the design spaces' instructions where it
+        begins with equal ones (``sch`` replayed from a database, say), so that it crosses to
+        the workers small."""
+        cand = Candidate.of(sch)
+        return Candidate(cand.key, self._shared.wire.intern(cand.trace), cand.row)
 
     def _run(self, fn: Callable, items: list) -> list[Optional[Candidate]]:
         if not items:
             return []
-        # A few chunks per worker: large enough that sending one costs little, small enough
-        # that the workers finish together.
-        size = max(1, math.ceil(len(items) / (4 * self.tasks.workers)))
-        chunks = [items[k:k + size] for k in range(0, len(items), size)]
-        return [c for part in self.tasks.map(fn, [(self._shared, chunk) for chunk in chunks]) for c in part]
+        wire = self._shared.wire
+        return [None if c is None else Candidate(c[0], wire.unpack(c[1]), c[2])
+                for part in self.tasks.map(fn, [(self._shared, chunk) for chunk in _chunks(items, self.tasks.workers)])
+                for c in part]
+
+
+def _chunks(items: list, workers: int) -> list[list]:
+    """``items`` in chunks for ``workers`` to take in turn, each half of what remains per
+    worker (at least two items): the first ones large, so that sending them costs little,
+    the last ones small, so that the workers finish together."""
+    chunks, start = [], 0
+    while start < len(items):
+        size = max(2, math.ceil((len(items) - start) / (2 * workers)))
+        chunks.append(items[start:start + size])
+        start += size
+    return chunks

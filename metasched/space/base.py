@@ -60,7 +60,7 @@ class SpaceGenerator(abc.ABC):
         decisions, then post-processed. Raises ``ScheduleError`` naming the rule or
         postprocessor that failed or rejected it, so that callers can count and retry."""
         rng = make_rng(rng, "sample")
-        spaces = self._spaces(workload)
+        spaces = self.design_spaces(workload)
         if not spaces:
             raise ScheduleError(f"{type(self).__name__} made no design space of {workload}")
         space = spaces[int(rng.integers(len(spaces)))]
@@ -86,9 +86,11 @@ class SpaceGenerator(abc.ABC):
         state.pop("_space_cache", None)
         return state
 
-    def _spaces(self, workload: Workload) -> list[Schedule]:
-        # Design spaces depend only on the workload and the modules: make them once for each
-        # (a rule list edited after a first sample makes new ones; ``repr`` shows every argument).
+    def design_spaces(self, workload: Workload) -> list[Schedule]:
+        """``generate(workload)``, made once: design spaces depend only on the workload and the
+        modules (a rule list edited after a first sample makes new ones; ``repr`` shows every
+        argument). The samples of a design space hold its trace's very instructions (see
+        ``replay``); the list and its schedules are shared, not to be changed."""
         cache = self.__dict__.setdefault("_space_cache", {})
         key = (workload, repr(self))
         if key not in cache:

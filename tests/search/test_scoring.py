@@ -1,7 +1,10 @@
 """Candidates made in worker processes are the candidates made in this process, in the same
 order, so that evolutionary search proposes the same programs however its work is split; a
 task whose worker dies is made again here."""
+import dataclasses
+import multiprocessing
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -9,10 +12,11 @@ import pytest
 from metasched import workloads
 from metasched.database import program_key
 from metasched.measure.worker import WorkerPool
+from metasched.schedule import Trace, replay
 from metasched.search import EvolutionaryConfig, EvolutionarySearch, SearchContext
 from metasched.search.mutators import default_mutators
-from metasched.search.scoring import InProcess, Scorer
-from metasched.space import cpu_default
+from metasched.search.scoring import InProcess, Scorer, _chunks, _Shared, _Wire
+from metasched.space import PostOrderApply, cpu_default
 from metasched.tune.tune import WorkerTasks
 
 SMALL = EvolutionaryConfig(population_size=24, init_min_unmeasured=8, genetic_num_iters=2)
@@ -77,3 +81,74 @@ def die_in_a_worker(parent: int, value: int) -> int:
 
 def test_a_task_whose_worker_dies_runs_again_here(workers):
     assert workers.map(die_in_a_worker, [(os.getpid(), 1), (os.getpid(), 2)]) == [2, 4]
+
+
+def _design_space_of(trace, spaces):
+    """The design space whose very instructions ``trace`` begins with, or None."""
+    for sch in spaces:
+        n = len(sch.trace)
+        if len(trace) >= n and all(a is b for a, b in zip(trace.insts[:n], sch.trace.insts)):
+            return sch
+    return None
+
+
+def test_traces_cross_by_their_design_space(wl, workers):
+    space = cpu_default()
+    spaces = space.design_spaces(wl)
+    here = [c for c in Scorer(wl, space).samples(range(12)) if c is not None]
+    there = [c for c in Scorer(wl, space, workers).samples(range(12)) if c is not None]
+    # Made in a worker, a sample arrives holding this process's design space instructions.
+    assert there and all(_design_space_of(c.trace, spaces) is not None for c in there)
+    wire = _Wire(wl, space)
+    for cand in here:
+        packed = wire.pack(cand.trace)
+        assert len(pickle.dumps(packed)) < len(pickle.dumps(cand.trace)) / 2
+        assert wire.unpack(pickle.loads(pickle.dumps(packed))) == cand.trace
+    # A trace that begins with no design space's instructions travels whole.
+    other = Trace.from_json(here[0].trace.to_json())
+    assert wire.pack(other) is other and wire.pack(Trace()) == Trace()
+
+
+def test_a_trace_read_back_holds_the_design_space_instructions(wl):
+    space = cpu_default()
+    cand = Scorer(wl, space).samples([5])[0]
+    read = Trace.from_json(cand.trace.to_json())
+    assert _design_space_of(read, space.design_spaces(wl)) is None
+    interned = _Wire(wl, space).intern(read)
+    assert interned == read and _design_space_of(interned, space.design_spaces(wl)) is not None
+    assert program_key(interned) == cand.key
+    # Equal is not enough: an attribute 64.0 where the space has 64 keeps its own instruction.
+    k = next(i for i, inst in enumerate(read.insts) if any(type(a) is int for a in inst.attrs))
+    inst = read.insts[k]
+    floated = dataclasses.replace(inst, attrs=tuple(float(a) if type(a) is int else a for a in inst.attrs))
+    assert floated == inst
+    odd = Trace(read.insts[:k] + (floated,) + read.insts[k + 1:], read.decisions)
+    assert _Wire(wl, space).intern(odd).insts[k] is floated
+
+
+@dataclasses.dataclass
+class ElsewhereOtherSpaces(PostOrderApply):
+    """A space module that makes other design spaces in a worker process than in its parent."""
+
+    def generate(self, workload):
+        spaces = super().generate(workload)
+        if multiprocessing.parent_process() is None:
+            return spaces
+        return [replay(workload, Trace(sch.trace.insts[:1])) for sch in spaces]
+
+
+def test_a_worker_with_other_design_spaces_leaves_the_work_to_the_parent(wl, workers):
+    base = cpu_default()
+    space = ElsewhereOtherSpaces(rules=base.rules, postprocs=base.postprocs)
+    here = Scorer(wl, space).samples(range(6))
+    assert any(c is not None for c in here)
+    _same(here, Scorer(wl, space, workers).samples(range(6)))
+
+
+def test_chunks_shrink_and_keep_the_order():
+    items = list(range(100))
+    chunks = _chunks(items, 2)
+    assert [x for chunk in chunks for x in chunk] == items
+    sizes = [len(c) for c in chunks]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] == 25 and sizes[-1] <= 2
+    assert _chunks([], 2) == [] and _chunks([1], 2) == [[1]]
