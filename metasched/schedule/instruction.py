@@ -47,6 +47,11 @@ class RV:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name})"
 
+    def __reduce__(self) -> tuple:
+        # Pickled as a call (search sends traces between processes): a tenth of the default's
+        # work for a class with slots.
+        return type(self), (self.name, self.owner)
+
     def __str__(self) -> str:
         return self.name
 
@@ -80,6 +85,10 @@ class Instruction:
     inputs: tuple[Any, ...]
     attrs: tuple[Literal, ...]
     outputs: tuple[RV, ...]
+
+    def __reduce__(self) -> tuple:
+        # Pickled as a call, without what ``literals_normal`` kept.
+        return Instruction, (self.kind, self.inputs, self.attrs, self.outputs)
 
     @functools.cached_property
     def literals_normal(self) -> bool:
