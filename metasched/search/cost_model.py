@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from metasched.database import Database, Target
 from metasched.errors import ScheduleError
@@ -167,7 +167,7 @@ class GBTModel(CostModel):
             self._regressor = None
             return
         self._regressor = self._make()
-        with threadpool_limits(limits=1):  # see ``predict_rows``
+        with _one_thread():  # see ``predict_rows``
             self._regressor.fit(np.stack(self._rows), labels)
 
     def _make(self):
@@ -194,7 +194,7 @@ class GBTModel(CostModel):
         # One thread: a few hundred rows take a millisecond, while scikit-learn's OpenMP
         # threads, when the other core is busy (a worker, another program), wait for each
         # other at every tree and took 0.6 s per call.
-        with threadpool_limits(limits=1):
+        with _one_thread():
             return self._regressor.predict(rows)
 
     @classmethod
@@ -213,3 +213,16 @@ class GBTModel(CostModel):
                 model._add(program_features(sch), wl.key, record.median if record.ok else None)
         model._fit()
         return model
+
+
+_threadpools: Optional[ThreadpoolController] = None
+
+
+def _one_thread():
+    """A context that runs OpenMP and BLAS on one thread. The thread pools of the libraries
+    loaded (scikit-learn's OpenMP among them, loaded before a model fits) are looked up once:
+    a lookup takes milliseconds, and a search predicts many times a round."""
+    global _threadpools
+    if _threadpools is None:
+        _threadpools = ThreadpoolController()
+    return _threadpools.limit(limits=1)
