@@ -28,7 +28,7 @@ from metasched.errors import ScheduleError
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy
 from metasched.search.mutators import MutatorSet, default_mutators
-from metasched.search.scoring import Candidate, Scorer
+from metasched.search.scoring import Candidate, Scorer, collector_paused
 from metasched.search.strategy import SearchContext, SearchStrategy
 
 
@@ -202,6 +202,10 @@ class EvolutionarySearch(SearchStrategy):
 
     # --- the strategy ------------------------------------------------------------------------
     def propose(self, count: int) -> list[Schedule]:
+        with collector_paused():
+            return self._propose(count)
+
+    def _propose(self, count: int) -> list[Schedule]:
         cfg, ctx = self.config, self.context
         round_ = Round()
         self.rounds.append(round_)

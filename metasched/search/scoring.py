@@ -15,12 +15,14 @@ a seeded search stays deterministic.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import math
 import operator
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -181,6 +183,22 @@ def _mutants(shared: _Shared, traces: Sequence[Union[Trace, tuple]]) -> list[Opt
         sch = apply_mutant(shared.workload, shared.wire.unpack(packed), shared.space)
         out.append(None if sch is None else _packed(shared, sch))
     return out
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused (as it was after): a search round makes and receives
+    hundreds of candidates, objects by the hundred thousand that mostly die young (freed as
+    their counts drop) or live long (the population), and collections in between walked the
+    whole heap again and again (a tenth of a round's time in the parent). What is left for
+    the collector is collected once it runs again."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Scorer:
