@@ -19,8 +19,9 @@ Cost model: for matmul_relu and conv2d_bias_relu, all records of a seed's three 
 ranks the fifth; the mean pairwise ranking accuracy over folds and seeds is printed with a
 random model's. Scoring rate: candidates made per second by evolutionary search rounds guided
 by the model trained on the first seed's evolutionary records (sampling or mutating, replay,
-postprocessors, lowering, features, prediction), in one process and in the two worker
-processes the tuner uses.
+postprocessors, lowering, features, prediction) over three rounds, in one process and in
+the two worker processes the tuner uses; timed from the search's ``start`` (which readies the
+workers once per run: their imports and design spaces).
 
 Goals (issue 9): evolutionary beats random on the geometric mean at equal trials; at 64 trials
 each workload at least as fast relative to numpy/PyTorch as TVM MetaSchedule's 64 trials
@@ -114,8 +115,8 @@ def model_quality(wl, paths: list[str], folds: int = 5) -> dict:
 def scoring_rate(wl, model: GBTModel, rounds: int = 3) -> dict[str, float]:
     """Candidates made per second of search (sample or mutate, replay, postprocessors,
     lowering, features, the model's prediction, the search's own work) over ``rounds``
-    proposals of 16 by an ``EvolutionarySearch`` with ``model``: in this process, and in the
-    two worker processes the tuner lends (its builder's)."""
+    proposals of 16 by an ``EvolutionarySearch`` with ``model``, after its ``start``: in this
+    process, and in the two worker processes the tuner lends (its builder's)."""
     rates = {}
     with Builder() as builder:
         builder.start()

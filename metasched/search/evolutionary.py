@@ -107,6 +107,7 @@ class EvolutionarySearch(SearchStrategy):
         super().start(context)
         self.mutators = self._given_mutators or default_mutators(context.workload)
         self.scorer = Scorer(context.workload, context.space, context.tasks)
+        self.scorer.prepare()
         self.rounds, self._best_measured, self._mutants, self._proposed = [], [], {}, {}
         if context.database is not None:
             # Resume: what the database knows of this workload trains the model and seeds

@@ -153,6 +153,10 @@ class _Wire:
         return trace
 
 
+def _ready(shared: _Shared) -> None:
+    """Nothing more: receiving ``shared`` readied the worker (its imports, the design spaces)."""
+
+
 # A candidate as it crosses between processes: its key, its trace packed (``_Wire``) and its row.
 _Packed = tuple[str, Union[Trace, tuple], np.ndarray]
 
@@ -208,6 +212,12 @@ class Scorer:
         self.workload, self.space = workload, space
         self.tasks = tasks or InProcess()
         self._shared = _Shared(workload, space)
+
+    def prepare(self) -> None:
+        """Ready the worker processes for this run now (a task each: the imports of the search,
+        the design spaces; half a second on conv2d), not in the first round."""
+        if self.tasks.workers > 1:
+            self.tasks.map(_ready, [(self._shared,)] * self.tasks.workers)
 
     def samples(self, seeds: Sequence[int]) -> list[Optional[Candidate]]:
         """One fresh sample per seed (``space.sample`` with ``default_rng(seed)``), in order;
