@@ -10,6 +10,7 @@ from metasched.ir import (
     Seq, Store, Var, seq,
 )
 from metasched.schedule import replay
+from metasched.search.cost_model import program_features
 from metasched.search.features import (
     FEATURE_NAMES, FEATURE_VERSION, FEATURES, READ_SLOTS, batch_per_store_features,
     per_store_features,
@@ -158,6 +159,7 @@ def test_matmul_update_counts_multiply_adds_and_reuse():
     assert col(table, "w_read_write")[0] == 1
     assert col(table, "w_bytes")[0] == log(512 * 4)
     assert col(table, "w_reuse")[0] == log(16) and col(table, "w_repeat")[0] == log(16)
+    assert col(table, "w_reuse_extent")[0] == log(16)  # k: 16 updates in a row
     assert col(table, "w_stride")[0] == log(1)
     # Reads, biggest region per iteration of i first: all of B (512 bytes, 8 lines), then a
     # row of A (64 bytes).
@@ -169,6 +171,7 @@ def test_matmul_update_counts_multiply_adds_and_reuse():
     # A is reused across j; between reuses k runs 16 times over 4 + 64 + 64 bytes.
     assert col(table, "r2_reuse")[0] == log(8)
     assert col(table, "r2_reuse_iters")[0] == log(16)
+    assert col(table, "r2_reuse_extent")[0] == log(8)  # j: A's row read 8 times in a row
     assert col(table, "r2_reuse_bytes")[0] == log(4 + 64 + 64)
 
 
@@ -281,3 +284,17 @@ def test_read_slots_fill_in_order():
     sizes = [last[FEATURE_NAMES.index(f"r{k}_bytes")] for k in range(1, READ_SLOTS + 1)]
     assert all(size > 0 for size in sizes)
     assert sizes == sorted(sizes, reverse=True)
+
+
+def test_a_program_row_is_its_main_store_then_the_maximum_over_stores():
+    wl = workloads.get("softmax", M=8, N=16)
+    sch = cpu_default().sample(wl, np.random.default_rng(0))
+    table = per_store_features(sch.lower())
+    assert table.shape[0] > 2  # max, sum, exp, division: stores of different weight
+    width = table.shape[1]
+    row = program_features(sch)
+    flops = col(table, "flops")
+    assert np.array_equal(row[:width], table[int(np.argmax(flops))].astype(np.float32))
+    assert flops[int(np.argmax(flops))] > min(flops)  # the main store is not just any store
+    assert np.array_equal(row[width:2 * width], table.max(axis=0).astype(np.float32))
+    assert row[-1] == np.float32(np.log2(1 + table.shape[0]))
