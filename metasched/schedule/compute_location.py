@@ -10,10 +10,11 @@ Rules kept simple enough to hold for every schedule (each violation is a ``Sched
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from metasched.errors import ScheduleError
-from metasched.ir.analysis import substitute, transform, walk
+from metasched.ir.analysis import loads, substitute, transform
 from metasched.ir.expr import Expr, IntImm, Load, Var
 from metasched.lower import Attach, IterVar, ScheduleState, StageState
 from metasched.lower.bounds import axis_indices, loop_reach, region
@@ -50,20 +51,30 @@ def compute_inline(state: ScheduleState, stage: StageState) -> None:
     if st.is_reduction:
         raise ScheduleError(f"compute_inline: block {stage.name} is a reduction; only element-wise blocks inline")
     _no_attached(state, stage, "compute_inline")
-    names = [a.name for a in st.axes]
-
-    def inline(e: Expr):
-        if isinstance(e, Load) and e.buffer == st.name:
-            return substitute(st.body, dict(zip(names, e.indices)))
-        return None
-
+    names = tuple(a.name for a in st.axes)
     for consumer in state.consumers(stage):
-        consumer.statement = replace(consumer.statement, body=transform(consumer.statement.body, inline))
+        consumer.statement = replace(consumer.statement,
+                                     body=_inlined(consumer.statement.body, st.name, names, st.body))
     state.stages.remove(stage)
 
 
+@functools.lru_cache(maxsize=1024)
+def _inlined(body: Expr, buffer: str, names: tuple[str, ...], value: Expr) -> Expr:
+    """``body`` with each load of ``buffer`` replaced by ``value`` (an expression of the
+    variables ``names``) at that load's indices. Cached: every sample and mutant of a design
+    space inlines the same statement into the same body again (the expressions are the
+    workload's, which never change, so the result can be shared)."""
+
+    def inline(e: Expr):
+        if isinstance(e, Load) and e.buffer == buffer:
+            return substitute(value, dict(zip(names, e.indices)))
+        return None
+
+    return transform(body, inline)
+
+
 def _loads_of(body: Expr, buffer: str) -> list[Load]:
-    return [e for e in walk(body) if isinstance(e, Load) and e.buffer == buffer]
+    return [load for load in loads(body) if load.buffer == buffer]
 
 
 def reverse_compute_inline(state: ScheduleState, stage: StageState) -> None:
@@ -93,17 +104,24 @@ def reverse_compute_inline(state: ScheduleState, stage: StageState) -> None:
     if producer.attach is not None or any(s.attach.after for s in state.attached_at(producer)):
         raise ScheduleError(f"{primitive}: producer {producer.name} must be computed at the root with no "
                             f"block computed after it")
-    rename = {a.name: Var(p.name) for a, p in zip(st.axes, pst.axes)}
-
-    def fold(e: Expr):
-        if isinstance(e, Load) and e.buffer == pst.name:
-            return pst.body
-        return None
-
-    body = transform(substitute(st.body, rename), fold)
+    renames = tuple((a.name, p.name) for a, p in zip(st.axes, pst.axes))
+    body = _folded(st.body, renames, pst.name, pst.body)
     producer.statement = replace(pst, name=st.name, body=body, is_output=st.is_output)
     producer.scope = stage.scope
     state.stages.remove(stage)
+
+
+@functools.lru_cache(maxsize=1024)
+def _folded(body: Expr, renames: tuple[tuple[str, str], ...], buffer: str, value: Expr) -> Expr:
+    """``body`` with its variables renamed (``renames``: old name, new name) and each load of
+    ``buffer`` replaced by ``value``. Cached as ``_inlined`` is, for the same reason."""
+
+    def fold(e: Expr):
+        if isinstance(e, Load) and e.buffer == buffer:
+            return value
+        return None
+
+    return transform(substitute(body, {old: Var(new) for old, new in renames}), fold)
 
 
 def compute_root(state: ScheduleState, stage: StageState) -> None:
@@ -172,7 +190,9 @@ def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageSta
                                     f"spatial variables, one per dimension (it reads {load})")
             axis_of_dim[d] = index.name
     spatial, _ = axis_indices(target)  # at the root: its axes run over the whole tensor
-    spans = region([spatial], loop_reach(target, loop), tst.shape, exact=True)
+    # The region reads the spatial axes alone: the splits of the reduction axes need no reach.
+    wanted = frozenset(iv.name for iv in target.axes[:len(tst.axes)])
+    spans = region([spatial], loop_reach(target, loop, wanted), tst.shape, exact=True)
     if spans is None:
         raise ScheduleError(f"{primitive}: the elements of {tst.name} that one iteration of loop {loop.name} "
                             f"completes are not one box that {stage.name} could copy: the loops inside it "
@@ -180,10 +200,11 @@ def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageSta
                             f"some iterations only, a fused loop partly outside); reverse_compute_at at "
                             f"another loop, or first, then split, reorder or fuse")
     starts: list[Expr] = [IntImm(0)] * len(names)
-    extents = list(st.shape)
+    shape = st.shape
+    extents = list(shape)
     for d, name in axis_of_dim.items():
         a = names.index(name)
-        starts[a], extents[a] = spans[d][0], min(spans[d][1], st.shape[a])
+        starts[a], extents[a] = spans[d][0], min(spans[d][1], shape[a])
     regenerate_loops(state, stage, extents, primitive)
     stage.attach = Attach(target, loop, True, tuple(starts), compact=False)
 

@@ -65,8 +65,9 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
                 f"output{'s' * (len(outs) != 1)} where the trace names {len(inst.outputs)}; "
                 f"the trace may have been recorded on another workload or with other parameters")
         if outs:
-            outs = sch._rename_outputs(outs, [out.name for out in inst.outputs])
-            rvs.update((out.name, out) for out in outs)
+            names = [out.name for out in inst.outputs]
+            outs = sch._rename_outputs(outs, names)
+            rvs.update(zip(names, outs))
         sch._record(kind, _recorded(inst, inputs, taken, outs), decision)
     return sch
 

@@ -38,21 +38,20 @@ def sample_perfect_tile(rng: np.random.Generator, extent: int, n: int,
     if n == 1:
         raise ValueError(f"one factor must be the whole extent {extent}, "
                          f"which exceeds max_innermost_factor={max_innermost_factor}")
-    divisors, probabilities = _innermost_choices(extent, n, max_innermost_factor)
-    innermost = divisors[int(rng.choice(len(divisors), p=probabilities))]
+    divisors, cumulative = _innermost_choices(extent, n, max_innermost_factor)
+    innermost = divisors[_draw_index(rng, cumulative)]
     return _spread_all(rng, _factorize(extent // innermost), n - 1) + [innermost]
 
 
 @functools.lru_cache(maxsize=1024)
-def _innermost_choices(extent: int, n: int, max_innermost_factor: int) -> tuple[tuple[int, ...], np.ndarray]:
+def _innermost_choices(extent: int, n: int, max_innermost_factor: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The divisors of ``extent`` that may be the innermost of ``n`` factors, and the
-    probability of each (the share of the tilings that have it innermost). Cached: a design
-    space tiles the same few loops over and over. Read-only, as the cache shares it."""
+    cumulative distribution (``_cumulative``) of their probabilities (the share of the
+    tilings that have each innermost). Cached: a design space tiles the same few loops over
+    and over."""
     divisors = tuple(d for d in _divisors(_factorize(extent)) if d <= max_innermost_factor)
     weights = np.array([_count_tilings(_factorize(extent // d), n - 1) for d in divisors], dtype=float)
-    probabilities = weights / weights.sum()
-    probabilities.flags.writeable = False
-    return divisors, probabilities
+    return divisors, _cumulative(weights / weights.sum())
 
 
 def repair_perfect_tile(extent: int, decision: Sequence[int]) -> list[int]:
@@ -80,23 +79,41 @@ def sample_categorical(rng: np.random.Generator, probs: Sequence[float]) -> int:
     """The index of one of ``probs``, drawn with those weights (they need not sum to exactly 1).
 
     Raises ``ValueError`` for an empty list, a negative or non-finite weight, or all zeros."""
-    probabilities = _categorical_probabilities(tuple(probs))
-    return int(rng.choice(probabilities.size, p=probabilities))
+    return _draw_index(rng, _categorical_cumulative(tuple(probs)))
 
 
 @functools.lru_cache(maxsize=1024)
-def _categorical_probabilities(probs: tuple[float, ...]) -> np.ndarray:
-    """``probs`` checked and normalised to sum to 1. Cached: search draws from the same few
-    lists of probabilities (one per ``sample_categorical`` of a design space) over and over.
-    Read-only, as the cache shares it."""
+def _categorical_cumulative(probs: tuple[float, ...]) -> tuple[float, ...]:
+    """``probs`` checked, normalised to sum to 1 and made cumulative (``_cumulative``).
+    Cached: search draws from the same few lists of probabilities (one per
+    ``sample_categorical`` of a design space) over and over."""
     weights = np.asarray(probs, dtype=float)
     if weights.ndim != 1 or weights.size == 0:
         raise ValueError(f"sample_categorical needs a non-empty list of probabilities, got {list(probs)}")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or weights.sum() <= 0:
-        raise ValueError(f"probabilities must be finite, non-negative and not all zero, got {list(probs)}")
-    probabilities = weights / weights.sum()
-    probabilities.flags.writeable = False
-    return probabilities
+    total = weights.sum()
+    # A sum too large for a float would normalise every weight to 0 (``choice`` refused that).
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or not 0 < total < np.inf:
+        raise ValueError(f"probabilities must be finite, non-negative, not all zero and of a finite sum, "
+                         f"got {list(probs)}")
+    return _cumulative(weights / total)
+
+
+def _cumulative(probabilities: np.ndarray) -> tuple[float, ...]:
+    """The cumulative distribution of ``probabilities`` (which sum to 1), computed as
+    ``Generator.choice(n, p=probabilities)`` computes it: the running sums divided by the
+    last one."""
+    cumulative = probabilities.cumsum()
+    cumulative /= cumulative[-1]
+    return tuple(cumulative.tolist())
+
+
+def _draw_index(rng: np.random.Generator, cumulative: Sequence[float]) -> int:
+    """An index drawn with the probabilities whose cumulative distribution is ``cumulative``
+    (``_cumulative``), exactly as ``rng.choice(len(cumulative), p=probabilities)`` draws it:
+    one uniform double from ``rng``, searched for on the right in the cumulative
+    distribution. ``choice`` checks ``p`` and sums it again on every call, which took most
+    of a sampling instruction's time; here that is done once per distribution."""
+    return bisect.bisect_right(cumulative, rng.random())
 
 
 def repair_compute_location(decision: int, candidates: Sequence[int]) -> int:

@@ -88,8 +88,10 @@ class Schedule:
         self._seed = _checked_seed(seed, "Schedule")
         self._rng: Optional[np.random.Generator] = None
         self._uid = next(_uids)
-        self._symbols: dict[RV, object] = {}
-        self._rv_names: set[str] = set()
+        # Every handle this schedule made, by name (names are unique), with what it stands
+        # for. Keyed by the name rather than the handle: handles hash and compare in Python,
+        # and every primitive looks its handles up.
+        self._symbols: dict[str, tuple[RV, object]] = {}
         self._counter = 0
         self._insts: list[Instruction] = []
         self._decisions: dict[int, Any] = {}
@@ -115,21 +117,23 @@ class Schedule:
         """A handle for ``target`` with a fresh name (prefix and counter, as MetaSchedule names
         them: b0, l1, v2, ...)."""
         name = f"{cls.prefix}{self._counter}"
-        while name in self._rv_names:  # a replayed trace may have used it
+        while name in self._symbols:  # a replayed trace may have used it
             self._counter += 1
             name = f"{cls.prefix}{self._counter}"
         self._counter += 1
         rv = cls(name, self._uid)
-        self._rv_names.add(name)
-        self._symbols[rv] = target
+        self._symbols[name] = (rv, target)
         return rv
 
     def _target(self, rv: object, cls: type, primitive: str) -> object:
         if not isinstance(rv, cls):
             raise ScheduleError(f"{primitive}: expected a {cls.__name__}, got {rv!r}")
-        target = self._symbols.get(rv)
-        if target is None or (rv.owner != self._uid and rv.name not in self._inherited.get(rv.owner, ())
-                              and not self._in_trace(rv)):
+        made, target = self._symbols.get(rv.name, (None, None))
+        # ``rv`` is the handle of its name if it is of the same class (handles compare by class
+        # and name), and it is this schedule's if made here, by a schedule this one was copied
+        # from, or for this schedule's trace.
+        if type(made) is not type(rv) or (rv.owner != self._uid and rv.name not in self._inherited.get(rv.owner, ())
+                                          and not self._in_trace(rv)):
             raise ScheduleError(f"{primitive}: {rv} does not belong to this schedule")
         return target
 
@@ -197,13 +201,11 @@ class Schedule:
         if [rv.name for rv in outputs] == list(names):
             return list(outputs)  # the usual case: the trace's names are the ones made anew
         renamed = [type(rv)(name, self._uid) for rv, name in zip(outputs, names)]
-        targets = [self._symbols.pop(rv) for rv in outputs]
-        self._rv_names.difference_update(rv.name for rv in outputs)
-        clash = self._rv_names.intersection(names)
+        targets = [self._symbols.pop(rv.name)[1] for rv in outputs]
+        clash = self._symbols.keys() & set(names)
         if clash:
             raise ScheduleError(f"the trace names {', '.join(sorted(clash))} twice")
-        self._symbols.update(zip(renamed, targets))
-        self._rv_names.update(names)
+        self._symbols.update((rv.name, (rv, target)) for rv, target in zip(renamed, targets))
         return renamed
 
     @property
@@ -222,16 +224,14 @@ class Schedule:
         other._state = self._state.copy(clones)
         other._seed = other._rng = self.rng.spawn(1)[0]  # an independent stream; this one's draws do not move
         other._uid = next(_uids)
-        other._symbols = {}
-        for rv, target in self._symbols.items():
-            other._symbols[type(rv)(rv.name, other._uid)] = clones.get(id(target), target)
-        other._rv_names = set(self._rv_names)
+        other._symbols = {name: (type(rv)(name, other._uid), clones.get(id(target), target))
+                          for name, (rv, target) in self._symbols.items()}
         other._counter = self._counter
         other._insts = list(self._insts)
         other._decisions = dict(self._decisions)
         other._applying = False
         other._lowered, other._kinds = self._lowered, dict(self._kinds)  # loop names are copied too
-        other._inherited = {**self._inherited, self._uid: frozenset(rv.name for rv in self._symbols)}
+        other._inherited = {**self._inherited, self._uid: frozenset(self._symbols)}
         return other
 
     # -- queries ---------------------------------------------------------------------------
