@@ -11,7 +11,11 @@ a seeded search stays deterministic.
   feature row (``cost_model.program_features``); ``schedule()`` replays it when it is chosen.
 * ``Tasks``: how a batch of tasks runs. ``InProcess`` runs them here; the tuner lends its
   builder's worker processes, which are idle while the search works.
-* ``Scorer``: the workload and space of a run, and ``samples(seeds)`` / ``mutants(traces)``.
+* ``Scorer``: the workload and space of a run, and ``samples(seeds)`` / ``mutants(traces)``;
+  ``prepare()`` readies the workers at the start of a run.
+* ``_Wire``: how traces cross between processes, by their design spaces (small pickles, and
+  the same instruction objects on both sides).
+* ``collector_paused``: the cycle collector off while a round makes candidates in bulk.
 """
 from __future__ import annotations
 
@@ -120,14 +124,16 @@ class _Wire:
     whole."""
 
     def __init__(self, workload: Workload, space: SpaceGenerator) -> None:
-        self._insts = [sch.trace.insts for sch in space.design_spaces(workload)]
-        self.fingerprint = hashlib.sha256("\n\n".join(
-            str(sch.trace) for sch in space.design_spaces(workload)).encode()).hexdigest()
+        spaces = space.design_spaces(workload)
+        self._insts = [sch.trace.insts for sch in spaces]
+        self.fingerprint = hashlib.sha256("\n\n".join(str(sch.trace) for sch in spaces).encode()).hexdigest()
         # (length, identity of the last instruction) -> the space's number, longest first.
         self._ends = {(len(insts), id(insts[-1])): k
                       for k, insts in sorted(enumerate(self._insts), key=lambda e: -len(e[1])) if insts}
 
     def pack(self, trace: Trace) -> Union[Trace, tuple]:
+        """What crosses for ``trace``: (space number, the instructions after the space's,
+        decisions), or the trace itself."""
         insts = trace.insts
         for (length, last), k in self._ends.items():
             if (length <= len(insts) and id(insts[length - 1]) == last
@@ -136,6 +142,7 @@ class _Wire:
         return trace
 
     def unpack(self, packed: Union[Trace, tuple]) -> Trace:
+        """The trace ``pack`` sent, holding this process's design space instructions."""
         if isinstance(packed, Trace):
             return packed
         k, rest, decisions = packed
