@@ -67,14 +67,17 @@ def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds:
     deciding it. ``settle_seconds`` of sleep before each side let the thread pool of the other
     side stop spinning: OpenBLAS's threads keep both cores busy for tens of milliseconds after
     numpy returns, and a libgomp kernel timed then waits a scheduler time slice per parallel
-    loop (seen: 8 ms instead of 0.02 ms).
+    loop (seen: 8 ms instead of 0.02 ms). The side timed first alternates from round to round
+    (a, b, then b, a): a drift of the machine's speed within rounds (the memory bandwidth of a
+    shared host moves from second to second) then favours neither side.
     """
     times_a, times_b, ratios = [], [], []
-    for _ in range(rounds):
-        time.sleep(settle_seconds)
-        ta = median_seconds(fn_a, repeat, min_repeat_seconds)
-        time.sleep(settle_seconds)
-        tb = median_seconds(fn_b, repeat, min_repeat_seconds)
+    for round_ in range(rounds):
+        timed = {}
+        for side, fn in ((0, fn_a), (1, fn_b)) if round_ % 2 == 0 else ((1, fn_b), (0, fn_a)):
+            time.sleep(settle_seconds)
+            timed[side] = median_seconds(fn, repeat, min_repeat_seconds)
+        ta, tb = timed[0], timed[1]
         times_a.append(ta)
         times_b.append(tb)
         ratios.append(tb / ta)

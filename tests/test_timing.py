@@ -1,0 +1,21 @@
+"""``metasched.timing``: the order and pairing of ``paired_times`` (no timed assertions)."""
+from metasched import timing
+
+
+def test_paired_times_alternates_which_side_runs_first():
+    calls = []
+    timing.paired_times(lambda: calls.append("a"), lambda: calls.append("b"), rounds=4, repeat=2,
+                        min_repeat_seconds=0.0)
+    # Each side: a warm-up call and two repeats of one call, so blocks of three calls.
+    blocks = [calls[k] for k in range(0, len(calls), 3)]
+    assert calls == [side for side in blocks for _ in range(3)]
+    assert blocks == ["a", "b", "b", "a", "a", "b", "b", "a"]
+
+
+def test_paired_times_pairs_each_round_whatever_the_order(monkeypatch):
+    # Side b's time is 2, 3, 4, 5 in rounds 0..3 and a's is always 1: each round's ratio must
+    # divide b's time of that round by a's, also in rounds where b runs first.
+    seconds = {"a": iter([1.0] * 4), "b": iter([2.0, 3.0, 4.0, 5.0])}
+    monkeypatch.setattr(timing, "median_seconds", lambda fn, *args: next(seconds[fn()]))
+    ta, tb, ratio = timing.paired_times(lambda: "a", lambda: "b", rounds=4)
+    assert (ta, tb, ratio) == (1.0, 4.0, 4.0)  # medians: upper middle of an even count
