@@ -99,6 +99,68 @@ class Instruction:
         return all(is_normal(v) for v in self.inputs if not isinstance(v, RV)) and \
             all(is_normal(a) for a in self.attrs)
 
+    @functools.cached_property
+    def call(self) -> Call:
+        """How replay calls this instruction's primitive (``Call``): the same for every replay
+        of this instruction object, so worked out once (the samples and mutants of a design
+        space replay the same instruction objects, a few dozen per candidate)."""
+        return Call.of(self)
+
+
+@dataclass(frozen=True)
+class Call:
+    """How replaying an instruction calls its kind's method: ``slots`` says, for each
+    parameter in order, where its value comes from (``role`` as ``Param.role``, the index of
+    the first input or attribute it takes) and its keyword (None: positional); ``taken`` is
+    how many inputs and attributes the call takes; ``as_is``: whether the call takes all of
+    them and the literals are as a call records them, so that replay may record the
+    instruction itself (``replay._recorded``, which still checks the handles' classes)."""
+
+    slots: tuple[tuple[str, int, Optional[str]], ...]
+    taken: tuple[int, int]
+    as_is: bool
+
+    @staticmethod
+    def of(inst: Instruction) -> Call:
+        """The call of ``inst`` (``KeyError`` for an unknown kind). An instruction with fewer
+        inputs or attributes than the method takes gets slots past its end: ``arguments``
+        then raises ``IndexError``, as indexing them always did."""
+        slots = []
+        taken = attrs_taken = 0
+        for param in KINDS[inst.kind].params:
+            if param.role == "input":
+                slots.append(("input", taken, param.name if param.keyword else None))
+                taken += 1
+            elif param.role in ("inputs", "input_list"):
+                slots.append((param.role, taken, param.name if param.keyword else None))
+                taken = len(inst.inputs)
+            else:
+                slots.append(("attr", attrs_taken, param.name if param.keyword else None))
+                attrs_taken += 1
+        as_is = taken == len(inst.inputs) and attrs_taken == len(inst.attrs) and inst.literals_normal
+        return Call(tuple(slots), (taken, attrs_taken), as_is)
+
+    def arguments(self, inputs: list, attrs: tuple) -> tuple[list, dict]:
+        """The positional and keyword arguments of the method for these inputs (handles of
+        the replaying schedule, literals as the trace holds them) and attributes."""
+        args: list = []
+        keywords: dict = {}
+        for role, at, keyword in self.slots:
+            if role == "input":
+                value = inputs[at]
+            elif role == "attr":
+                value = attrs[at]
+            elif role == "inputs":
+                args.extend(inputs[at:])
+                continue
+            else:  # input_list
+                value = inputs[at:]
+            if keyword is None:
+                args.append(value)
+            else:
+                keywords[keyword] = value
+        return args, keywords
+
 
 @dataclass(frozen=True)
 class Param:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from metasched.errors import ScheduleError
 from metasched.lang.workload import Workload
-from metasched.schedule.instruction import KINDS, RV, Instruction, apply, flatten, normalise
+from metasched.schedule.instruction import KINDS, RV, Call, Instruction, apply, flatten, normalise
 from metasched.schedule.schedule import Schedule, Seed
 from metasched.schedule.trace import Trace
 
@@ -52,7 +52,8 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
         try:
             if decision_provider is not None and kind.sampling:
                 decision = decision_provider(sch, index, inst, list(inputs), decision)
-            args, keywords, taken = _arguments(kind, inputs, inst.attrs)
+            call = inst.call  # worked out at the first replay of ``inst``
+            args, keywords = call.arguments(inputs, inst.attrs)
             if kind.sampling:
                 keywords["decision"] = decision
             result, decision = apply(sch, kind, args, keywords)
@@ -68,39 +69,12 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
             names = [out.name for out in inst.outputs]
             outs = sch._rename_outputs(outs, names)
             rvs.update(zip(names, outs))
-        sch._record(kind, _recorded(inst, inputs, taken, outs), decision)
+        sch._record(kind, _recorded(inst, inputs, call, outs), decision)
     return sch
 
 
-def _arguments(kind, inputs: list, attrs: tuple) -> tuple[list, dict, tuple[int, int]]:
-    """The positional and keyword arguments of ``kind``'s method for a trace's inputs and
-    attributes, and how many inputs and attributes they take (all, unless the trace has more
-    than the method takes)."""
-    args: list = []
-    keywords: dict = {}
-    taken = attrs_taken = 0
-    for param in kind.params:
-        if param.role == "input":
-            value = inputs[taken]
-            taken += 1
-        elif param.role == "inputs":
-            args.extend(inputs[taken:])
-            taken = len(inputs)
-            continue
-        elif param.role == "input_list":
-            value, taken = inputs[taken:], len(inputs)
-        else:
-            value = attrs[attrs_taken]
-            attrs_taken += 1
-        if param.keyword:
-            keywords[param.name] = value
-        else:
-            args.append(value)
-    return args, keywords, (taken, attrs_taken)
-
-
-def _recorded(inst: Instruction, inputs: list, taken: tuple[int, int], outs: Sequence[RV]) -> Instruction:
-    """The instruction that replaying ``inst`` records: a call with the first ``taken``
+def _recorded(inst: Instruction, inputs: list, call: Call, outs: Sequence[RV]) -> Instruction:
+    """The instruction that replaying ``inst`` records: a call with the first ``call.taken``
     inputs and attributes of ``inst`` (the replaying schedule's handles, ``inputs``, in place
     of the trace's), which made the handles ``outs`` (renamed as the trace names them).
 
@@ -112,10 +86,9 @@ def _recorded(inst: Instruction, inputs: list, taken: tuple[int, int], outs: Seq
     trace built by hand holds literals a call would record otherwise (a list, a numpy
     integer), more inputs than the method takes or handles of another class than those
     it names, the instruction is made as the call would record it."""
-    taken_inputs, taken_attrs = taken
+    taken_inputs, taken_attrs = call.taken
     # ``inputs`` holds the trace's literals themselves, so only handles can differ in class.
-    if (taken_inputs == len(inst.inputs) and taken_attrs == len(inst.attrs) and inst.literals_normal
-            and list(map(type, inputs)) == list(map(type, inst.inputs))
+    if (call.as_is and list(map(type, inputs)) == list(map(type, inst.inputs))
             and list(map(type, outs)) == list(map(type, inst.outputs))):
         return inst
     recorded_inputs = tuple(v if isinstance(v, RV) else normalise(v) for v in inputs[:taken_inputs])
