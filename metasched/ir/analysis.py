@@ -43,10 +43,20 @@ def transform(expr: Expr, fn: Callable[[Expr], Optional[Expr]]) -> Expr:
 
 
 def substitute(expr: Expr, mapping: Mapping[str, Expr]) -> Expr:
-    """Replace variables by expressions (simultaneously)."""
+    """Replace variables by expressions (simultaneously). A variable mapped to itself (an
+    equal ``Var``: lowering maps each leaf loop to its own variable) keeps its node, so that
+    a tree with nothing to replace comes back as the same object, not an equal copy (whose
+    hash and comparisons would walk it again wherever it is memoised)."""
     if not mapping:
         return expr
-    return transform(expr, lambda e: mapping.get(e.name) if isinstance(e, Var) else None)
+
+    def replace(e: Expr) -> Optional[Expr]:
+        if type(e) is not Var:
+            return None
+        new = mapping.get(e.name)
+        return None if type(new) is Var and new.name == e.name else new
+
+    return transform(expr, replace)
 
 
 @functools.lru_cache(maxsize=1 << 14)

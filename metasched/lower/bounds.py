@@ -15,6 +15,7 @@ dimension, which is always correct, only redundant.
 """
 from __future__ import annotations
 
+import functools
 from typing import AbstractSet, Mapping, NamedTuple, Optional, Sequence
 
 from metasched.ir.access import Terms, add_terms, from_terms, index_terms
@@ -44,15 +45,24 @@ class Reach(NamedTuple):
     below: Optional[int] = None
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def loop_var(name: str) -> Var:
+    """The variable of the loop ``name``, one object per name: the values bound inference and
+    lowering make of a stage's loops are memoised by the expressions they are made of, and
+    a key made of the very objects it was stored with is found without comparing them
+    node by node (loop names recur from program to program)."""
+    return Var(name)
+
+
 def axis_indices(stage: StageState) -> tuple[list[Expr], list[Expr]]:
     """The stage's spatial axes as indices of its tensor, and its reduction axes, in terms of
     its axis loops (by name, as ``loop_reach`` knows them) and, for a stage computed at a loop
     of another, of the loops the start of its region reads."""
     n = len(stage.statement.axes)
-    spatial: list[Expr] = [Var(iv.name) for iv in stage.axes[:n]]
+    spatial: list[Expr] = [loop_var(iv.name) for iv in stage.axes[:n]]
     if stage.attach is not None:
         spatial = [simplify(start + v) for start, v in zip(stage.attach.start, spatial)]
-    return spatial, [Var(iv.name) for iv in stage.axes[n:]]
+    return spatial, [loop_var(iv.name) for iv in stage.axes[n:]]
 
 
 def loop_reach(stage: StageState, loop: IterVar, wanted: Optional[AbstractSet[str]] = None) -> dict[str, Reach]:
@@ -69,7 +79,7 @@ def loop_reach(stage: StageState, loop: IterVar, wanted: Optional[AbstractSet[st
         if k > position:
             reach[lv.name] = Reach({}, 0, lv.extent - 1, True, True)
         else:
-            reach[lv.name] = Reach({Var(lv.name): 1}, 0, 0, True, False)
+            reach[lv.name] = Reach({loop_var(lv.name): 1}, 0, 0, True, False)
             ranges[lv.name] = (0, lv.extent - 1)
     axes = {iv.name for iv in stage.axes}
     # As in ``lower.loop_values``: a relation consumes loops made by earlier ones, so walking
@@ -83,17 +93,28 @@ def loop_reach(stage: StageState, loop: IterVar, wanted: Optional[AbstractSet[st
             constant = _constant(fused.outer)
             full = (fused.exact and constant is not None and constant + fused.lo == 0
                     and constant + fused.hi == rel.fused.extent - 1)
-            start = from_terms(fused.outer) + fused.lo
+            start = from_terms(fused.outer)
             stride = rel.fused.extent
             for k, child in enumerate(rel.children):
                 stride //= child.extent
                 if fused.lo == fused.hi:  # fixed: each child is an expression of the outer loops
-                    part = start // stride if stride > 1 else start
-                    part = part % child.extent if k > 0 else part
-                    reach[child.name] = Reach(index_terms(part), 0, 0, fused.exact, fused.inner)
+                    terms = _fused_part_terms(start, fused.lo, stride, child.extent if k > 0 else None)
+                    reach[child.name] = Reach(dict(terms), 0, 0, fused.exact, fused.inner)
                 else:  # every value of each child; exact only when the fused loop runs whole
                     reach[child.name] = Reach({}, 0, child.extent - 1, full, True)
     return reach
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _fused_part_terms(start: Expr, lo: int, stride: int, extent: Optional[int]) -> Terms:
+    """The terms of a fused loop's child where the fused loop is fixed at ``start + lo``:
+    ``(start + lo) // stride`` (the outermost child, ``extent`` None), else that ``% extent``.
+    Memoised by its inputs (``start`` an index expression, made by ``from_terms``, which
+    hands out the same object for the same terms): the same fused loops recur from program
+    to program. Callers copy the result (it is shared)."""
+    part = start + lo
+    part = part // stride if stride > 1 else part
+    return index_terms(part % extent if extent is not None else part)
 
 
 def _making(relations: Sequence[Relation], wanted: AbstractSet[str]) -> list[Relation]:

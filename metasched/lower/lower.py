@@ -30,7 +30,7 @@ from metasched.ir.analysis import as_affine, free_vars, from_affine, int_bounds,
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children, rebuild
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
-from metasched.lower.bounds import Span, axis_indices, loop_reach, region
+from metasched.lower.bounds import Span, axis_indices, loop_reach, loop_var, region
 from metasched.lower.state import IterVar, ScheduleState, Split, StageState
 
 _COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
@@ -77,7 +77,7 @@ def loop_values(stage: StageState) -> tuple[dict[str, Expr], list[tuple[Expr, bo
     """Every loop of the stage (by name, consumed ones included) as a simplified expression of
     its leaf loops, and the guards that overshooting splits need, each with whether it bounds
     a reduction loop."""
-    value: dict[str, Expr] = {lv.name: Var(lv.name) for lv in stage.leaves}
+    value: dict[str, Expr] = {lv.name: loop_var(lv.name) for lv in stage.leaves}
     guards: list[tuple[Expr, bool]] = []
     # A relation consumes loops made by earlier ones, so walking backwards finds every
     # relation's outputs already expressed.
@@ -150,10 +150,36 @@ def stage_axes(stage: StageState, outer: dict[str, Expr],
     return glob, (local if stage.attach.compact else glob), reduce
 
 
-def _stage_body(body: Expr, mapping: dict[str, Expr], shifts: dict[str, list[Expr]]) -> Expr:
-    """A statement's body with its axes replaced as ``mapping`` says (simultaneously; the
-    values are simplified expressions) and the indices of its loads simplified, those of
-    compacted buffers made relative to their region's start (``shifts``).
+class _Same:
+    """A memo key that matches only the very object it holds, and keeps it alive (so that its
+    id is not reused): a statement's body holds float constants, and equal ones may print
+    differently (``0.0 == -0.0``); the same body is the same object from one program to the
+    next (inlining bodies are cached), and hashing it by value would walk it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+# Memoised by its inputs, all immutable: the body (by identity), the axis values and the
+# region starts (index expressions: integers, whose equality is exact). The programs of one
+# search repeat most stages' loop structures (a mutant changes one decision of one block,
+# and a stage the postprocessors leave alone lowers again as before), so the same body is
+# rewritten with the same values again and again.
+@functools.lru_cache(maxsize=1 << 12)
+def _stage_body(same_body: _Same, mapping_items: tuple[tuple[str, Expr], ...],
+                shifts_items: tuple[tuple[str, tuple[Expr, ...]], ...]) -> Expr:
+    """A statement's body with its axes replaced as ``mapping_items`` says (simultaneously;
+    the values are simplified expressions) and the indices of its loads simplified, those of
+    compacted buffers made relative to their region's start (``shifts_items``: buffer and
+    start of each dimension).
 
     Loads are rewritten from their own indices, which are small, rather than after
     substitution: an index that is an axis alone becomes the axis's value as it is (simplify
@@ -164,6 +190,8 @@ def _stage_body(body: Expr, mapping: dict[str, Expr], shifts: dict[str, list[Exp
     consumer wherever the producer read its axis: in a padding's guard and in its load), and
     each is rewritten once (``done``, by identity: the body keeps them alive), so that the
     result shares them too."""
+    body, mapping, shifts = same_body.obj, dict(mapping_items), dict(shifts_items)
+
     def index(i: Expr) -> Expr:
         if isinstance(i, Var) and i.name in mapping:
             return mapping[i.name]
@@ -197,9 +225,13 @@ def _stage_body(body: Expr, mapping: dict[str, Expr], shifts: dict[str, list[Exp
     return rewrite(body)
 
 
+@functools.lru_cache(maxsize=1 << 12)
 def _minus(index: Expr, start: Expr) -> Expr:
     """``index - start`` with the terms they share cancelled (a start may read fused loops:
-    ``f // 8 * 256 + i_1 * 128`` off ``f // 8 * 256 + i_1 * 128 + ax0`` leaves ``ax0``)."""
+    ``f // 8 * 256 + i_1 * 128`` off ``f // 8 * 256 + i_1 * 128 + ax0`` leaves ``ax0``).
+    Memoised, as the ``canonical`` and ``simplify`` it calls are (index expressions: their
+    equality is exact): a compacted stage's store and its consumer's loads ask it of the same
+    axis values and region starts in program after program."""
     return simplify(canonical(index - start))
 
 
@@ -267,7 +299,7 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
                    for c in children if c.attach.compact})
     mapping = dict(zip([a.name for a in st.axes], glob))
     mapping.update(zip([a.name for a in st.reduce_axes], reduce))
-    body = _stage_body(st.body, mapping, shifts)
+    body = _stage_body(_Same(st.body), tuple(mapping.items()), tuple((b, tuple(s)) for b, s in shifts.items()))
     own = owns[id(stage)]
     own_shift: dict[str, list[Expr]] = {}
     if own is not None:
