@@ -14,10 +14,11 @@ import json
 import math
 import numbers
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from json.encoder import encode_basestring_ascii
+from types import MappingProxyType
 from typing import Any, Optional
 
 from metasched.errors import DatabaseError
@@ -126,7 +127,10 @@ class _Written:
     after it; ``texts``: the JSON of each kept one; ``names``: each random variable's new
     name; ``classes``: the class of every random variable named; ``dropped``: the names the
     dropped (unused pure) instructions define, which a later instruction using them would
-    bring back. Shared by every trace that starts with these instructions: never changed."""
+    bring back; ``decision_keys``: for the kept instructions, in the order of their new
+    indices written as JSON keys (the order ``json`` sorts them in), that key's text and the
+    old index, so that a trace's decisions on them are written without sorting. Shared by
+    every trace that starts with these instructions: never changed."""
 
     insts: tuple[Instruction, ...]
     kept: list[int]
@@ -135,6 +139,7 @@ class _Written:
     names: dict[str, str]
     classes: dict[str, type]
     dropped: frozenset[str]
+    decision_keys: tuple[tuple[str, int], ...]
 
 
 # Sampling parts written so far, by the ids of their instructions; forgotten all at once
@@ -144,24 +149,39 @@ _WRITTEN_LIMIT = 64
 
 
 def _canonical_text(trace: Trace) -> str:
-    """``_canonical_text_as_defined(trace)``, written directly."""
+    """``_canonical_text_as_defined(trace)``, written directly.
+
+    The sampling part comes from ``_sampling_part``; what the instructions after it add is
+    kept apart (``tail_classes``, ``tail_names``) rather than in copies of the part's
+    dicts, which every candidate would pay for."""
     insts = trace.insts
     kinds = [inst.kind for inst in insts]
     end = kinds.index("EnterPostproc") if "EnterPostproc" in kinds else 0
     try:
         head, tail = _sampling_part(insts[:end]), insts[end:]
-        kept, used, _ = _simplified(tail, dict(head.classes))
+        tail_classes: dict[str, type] = {}
+        kept, used, _ = _simplified(tail, tail_classes, head.classes)
         if not used.isdisjoint(head.dropped):  # a postprocessor reads what the sampling part did not
             head, tail, end = _written(()), insts, 0
             kept, used, _ = _simplified(tail, {})
-        texts = _instruction_texts(tail, kept, dict(head.names))
-        new_index = {**head.new_index, **{end + old: len(head.kept) + new for new, old in enumerate(kept)}}
-        decisions = sorted((str(new_index[i]), d) for i, d in trace.decisions.items() if i in new_index)
-        written_decisions = ",".join(['"' + i + '":' + _literal(d) for i, d in decisions])
+        texts = _instruction_texts(tail, kept, {}, head.names)
+        written_decisions = _decision_texts(trace.decisions, head, end, kept)
     except _Unusual:
         return _canonical_text_as_defined(trace)
     return ('{"decisions":{' + written_decisions + '},"insts":[' + ",".join(head.texts + texts) + '],"version":'
             + _literal(JSON_VERSION) + "}")
+
+
+def _decision_texts(decisions: dict[int, Any], head: _Written, end: int, kept: list[int]) -> str:
+    """The members of the JSON object of the decisions: each decision of a kept instruction
+    by its new index (``kept``: the indices kept of the instructions from ``end`` on), keys
+    sorted as strings. Decisions are made by sampling instructions, which come before
+    ``enter_postproc``: then the order is the sampling part's ``decision_keys``."""
+    if max(decisions, default=-1) < end:
+        return ",".join([key + _literal(decisions[old]) for key, old in head.decision_keys if old in decisions])
+    new_index = {**head.new_index, **{end + old: len(head.kept) + new for new, old in enumerate(kept)}}
+    ordered = sorted((str(new_index[i]), d) for i, d in decisions.items() if i in new_index)
+    return ",".join(['"' + i + '":' + _literal(d) for i, d in ordered])
 
 
 def _sampling_part(insts: tuple[Instruction, ...]) -> _Written:
@@ -181,16 +201,19 @@ def _written(insts: tuple[Instruction, ...]) -> _Written:
     kept, _, dropped = _simplified(insts, classes)
     names: dict[str, str] = {}
     texts = _instruction_texts(insts, kept, names)
+    decision_keys = tuple(sorted(('"' + str(new) + '":', old) for new, old in enumerate(kept)))
     return _Written(insts, kept, {old: new for new, old in enumerate(kept)}, texts, names, classes,
-                    frozenset(dropped))
+                    frozenset(dropped), decision_keys)
 
 
-def _simplified(insts: tuple[Instruction, ...], classes: dict[str, type]) -> tuple[list[int], set[str], set[str]]:
+def _simplified(insts: tuple[Instruction, ...], classes: dict[str, type],
+                known: Mapping[str, type] = MappingProxyType({})) -> tuple[list[int], set[str], set[str]]:
     """The indices of the instructions ``Trace.simplified`` keeps of ``insts`` (as if nothing
     came after them), the names the kept ones read and the names the dropped ones define.
 
     Names stand for random variables here; ``classes`` (filled in) checks that no name is
-    given to two classes, where a name and a random variable would differ."""
+    given to two classes, where a name and a random variable would differ. ``known``: the
+    classes of the names of the instructions before ``insts`` (read only)."""
     used: set[str] = set()
     dropped: set[str] = set()
     kept: list[int] = []
@@ -201,7 +224,8 @@ def _simplified(insts: tuple[Instruction, ...], classes: dict[str, type]) -> tup
             raise _Unusual
         defined = []
         for rv in inst.outputs:
-            if classes.setdefault(rv.name, type(rv)) is not type(rv):
+            cls = type(rv)
+            if known.get(rv.name, cls) is not cls or classes.setdefault(rv.name, cls) is not cls:
                 raise _Unusual
             defined.append(rv.name)
         if kind.pure and used.isdisjoint(defined):
@@ -210,31 +234,41 @@ def _simplified(insts: tuple[Instruction, ...], classes: dict[str, type]) -> tup
         kept.append(index)
         for value in inst.inputs:
             if isinstance(value, RV):
-                if classes.setdefault(value.name, type(value)) is not type(value):
+                cls = type(value)
+                if known.get(value.name, cls) is not cls or classes.setdefault(value.name, cls) is not cls:
                     raise _Unusual
                 used.add(value.name)
     kept.reverse()
     return kept, used, dropped
 
 
-def _instruction_texts(insts: tuple[Instruction, ...], kept: list[int], names: dict[str, str]) -> list[str]:
+# ``"kind":`` and the JSON of each instruction kind's name.
+_KIND_TEXTS = {name: '"kind":' + encode_basestring_ascii(name) for name in KINDS}
+
+
+def _instruction_texts(insts: tuple[Instruction, ...], kept: list[int], names: dict[str, str],
+                       known: Mapping[str, str] = MappingProxyType({})) -> list[str]:
     """The canonical JSON of each kept instruction, its random variables renamed through
-    ``names`` (extended with the outputs, as ``_renamed`` does)."""
+    ``known`` (the names of the instructions before ``insts``, read only) and ``names``
+    (extended with the outputs not in ``known``, numbered after both, as ``_renamed``
+    does)."""
     texts = []
+    first = len(known)
     for index in kept:
         inst = insts[index]
         inputs = []
         for value in inst.inputs:
             if isinstance(value, RV):
-                name = names.get(value.name)
+                name = known.get(value.name) or names.get(value.name)
                 if name is None:  # the definition raises a KeyError
                     raise _Unusual
                 inputs.append('{"rv":"' + name + '"}')
             else:
                 inputs.append(_literal(value))
-        outputs = [names.setdefault(rv.name, f"v{len(names)}") for rv in inst.outputs]
+        outputs = [known.get(rv.name) or names.setdefault(rv.name, f"v{first + len(names)}")
+                   for rv in inst.outputs]
         texts.append('{"attrs":[' + ",".join([_literal(a) for a in inst.attrs]) + '],"inputs":['
-                     + ",".join(inputs) + '],"kind":' + _literal(inst.kind) + ',"outputs":['
+                     + ",".join(inputs) + "]," + _KIND_TEXTS[inst.kind] + ',"outputs":['
                      + ('"' + '","'.join(outputs) + '"' if outputs else "") + "]}")
     return texts
 
@@ -247,8 +281,8 @@ def _literal(value: Any) -> str:
         return int.__repr__(value)
     if kind is str:
         return encode_basestring_ascii(value)
-    if kind is tuple:
-        return "[" + ",".join([_literal(v) for v in value]) + "]"
+    if kind is tuple:  # most often a decision of tile sizes: its ints are written here
+        return "[" + ",".join([int.__repr__(v) if type(v) is int else _literal(v) for v in value]) + "]"
     if kind is float:
         if value != value:
             return "NaN"

@@ -84,6 +84,7 @@ class Lowered:
         self._facts = _Facts() if facts is None else facts
         self._func: Optional[PrimFunc] = None if kinds else lowered
         self._work: Optional[UnrolledWork] = None
+        self._total: Optional[int] = None
 
     @property
     def func(self) -> PrimFunc:
@@ -123,11 +124,21 @@ class Lowered:
             self._work = facts.work.with_kinds(self.kinds)
         return self._work
 
-    def changed(self, kinds: Mapping[str, ForKind]) -> Lowered:
-        """The program with the loops in ``kinds`` of those kinds, and what is known of it."""
-        if not kinds:
-            return self
-        return Lowered(self.lowered, {**self.kinds, **kinds}, self._facts)
+    def unrolled_total(self) -> int:
+        """``unrolled_work().total()``, worked out once (or given to ``changed``)."""
+        if self._total is None:
+            self._total = self.unrolled_work().total()
+        return self._total
+
+    def changed(self, kinds: Mapping[str, ForKind], unrolled_total: Optional[int] = None) -> Lowered:
+        """The program with the loops in ``kinds`` of those kinds, and what is known of it;
+        ``unrolled_total``, its ``unrolled_total()`` when the caller kept count of it (the
+        rewrite follows the work loop by loop as it unrolls, ``Unrolling``), which spares the
+        verifier a count over every statement."""
+        program = Lowered(self.lowered, {**self.kinds, **kinds}, self._facts) if kinds else self
+        if unrolled_total is not None:
+            program._total = unrolled_total
+        return program
 
 
 def _same(a: Scope, b: Scope) -> bool:

@@ -128,10 +128,12 @@ class RewriteParallelVectorizeUnroll(Postproc):
             program, kinds = Lowered(sch.lower()), {}
         unrolling = [(loops[name], limit.max_unroll) for name, limit in limits.items()
                      if infos[name].is_reduction and limit.max_unroll > 0]
+        total = None  # the final program's unrolled work, when ``_unroll`` counted it
         if unrolling:
             work = program.changed(kinds).unrolled_work()
-            kinds.update(dict.fromkeys(_unroll(unrolling, work, self.max_unrolled_work), ForKind.UNROLLED))
-        remember(sch, program.changed(kinds))
+            unrolled, total = _unroll(unrolling, work, self.max_unrolled_work)
+            kinds.update(dict.fromkeys(unrolled, ForKind.UNROLLED))
+        remember(sch, program.changed(kinds, unrolled_total=total))
         return True
 
 
@@ -445,10 +447,11 @@ def _parallel_count(loops: Sequence[LoopInfo], max_extent: int) -> int:
     return count if product > 1 and max_extent > 0 else 0
 
 
-def _unroll(blocks: Sequence[tuple[_Loops, int]], work: UnrolledWork, max_work: int) -> set[str]:
+def _unroll(blocks: Sequence[tuple[_Loops, int]], work: UnrolledWork, max_work: int) -> tuple[set[str], int]:
     """Unroll, for each block with its depth, the chain of its innermost loops that fits in
     the depth and keeps the program's unrolled work (``work`` of the program as it is now)
-    within ``max_work``; the names of the loops unrolled."""
+    within ``max_work``; the names of the loops unrolled, and the program's unrolled work
+    with them unrolled (``work.total(names)``, counted along the way)."""
     unrolled: set[str] = set()
     running = work.unrolling()  # ``work.total(unrolled | {loop})``, one loop at a time
     for loops, max_step in blocks:
@@ -464,7 +467,7 @@ def _unroll(blocks: Sequence[tuple[_Loops, int]], work: UnrolledWork, max_work: 
             unrolled.add(loop.name)
             running.unroll(loop.name)
             loops.unroll(position)
-    return unrolled
+    return unrolled, running.total
 
 
 # -- VerifyKernel -----------------------------------------------------------------------------
@@ -499,7 +502,7 @@ class VerifyKernel(Postproc):
     def reason(self, sch: Schedule) -> Optional[str]:
         """Why ``sch`` is rejected, or None when it passes."""
         program = lowered(sch)
-        work = program.unrolled_work().total()
+        work = program.unrolled_total()
         if work > self.max_unrolled_work:
             return (f"its unrolled loops make {work} expression nodes, more than max_unrolled_work="
                     f"{self.max_unrolled_work}: LLVM would take seconds to compile it")
