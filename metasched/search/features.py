@@ -17,15 +17,15 @@ Map of the file:
   3. ``_Scope``: what the statements around a store contribute (loops, allocations, guards),
      built once per loop or guard and shared by every store below it;
   4. ``_Extractor``: one walk over the program; expression summaries (operation counts packed
-     into one int, and each index's per-loop-variable coefficients) memoised by ``id`` for the
-     duration of one call, since lowered programs share sub-expressions by identity;
+     into one int, and each index's per-loop-variable coefficients) memoised by expression
+     value across programs, since the candidates of a search share most index expressions;
   5. the memory analysis of one store: strides, reuse and footprints from those coefficients.
 
 Footprints are estimated, not enumerated: an index ``sum(c_v * v) + ...`` spans
 ``1 + sum(|c_v| * (extent_v - 1))`` elements along its dimension, capped at the dimension's
 extent; ``x // k`` contributes ``c / k`` per step of ``x`` and ``x % k`` contributes ``c``.
-That is exact for the affine indices of tiled loops and cheap enough to evaluate at every
-loop level, which the reuse and working-set features need.
+That is exact for the affine indices of tiled loops and cheap enough to evaluate at any
+loop level, which the reuse and working-set features need (only the levels they read are).
 """
 from __future__ import annotations
 
@@ -160,7 +160,9 @@ def batch_per_store_features(funcs: Iterable[PrimFunc]) -> tuple[np.ndarray, np.
 
 def _finish(rows: list[list[float]]) -> np.ndarray:
     table = np.array(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
-    table[:, _LOG_COLUMNS] = np.log2(1.0 + table[:, _LOG_COLUMNS])
+    # In place, the other columns left as they are (cheaper than gathering and scattering
+    # the log-scaled ones by a mask).
+    np.log2(table + 1.0, out=table, where=_LOG_COLUMNS)
     return table.astype(np.float32)
 
 
@@ -271,15 +273,35 @@ class _BufferInfo:
         self.local = local
 
 
+# The summaries of index expressions, kept across programs: a summary is a function of the
+# expression's value alone (expressions are immutable, and equal ones have equal summaries), and
+# the candidates of one search share most of their index expressions: about 80% of those a
+# program needs were summarised for an earlier candidate, over half of them the very same
+# objects, which the lookup finds by identity without comparing trees. Keys are the
+# expressions themselves (kept alive by the memo, so no identity is reused); the memo is
+# emptied when it reaches _SUMMARY_LIMIT entries, which bounds its memory (about 330 bytes an
+# entry on conv2d, most of the expressions being held elsewhere too) and changes no result.
+_INDEX_SUMMARIES: dict[Expr, tuple[int, Coefficients]] = {}
+_VAR_SUMMARIES: dict[str, tuple[int, Coefficients]] = {}
+_SUMMARY_LIMIT = 20_000
+
+
+def _reset_caches() -> None:
+    """Forget every remembered summary (for measurements that must start cold)."""
+    _INDEX_SUMMARIES.clear()
+    _VAR_SUMMARIES.clear()
+
+
 class _Extractor:
-    """Features of one program. The memo of index summaries lives as long as the extractor:
-    ``id`` keys are safe because the program keeps every node alive meanwhile."""
+    """Features of one program. Index summaries come from and go to the shared memo above,
+    through a memo by ``id`` that lives as long as the extractor (the program keeps every
+    node alive meanwhile): a program asks for the same index again and again, and an ``id``
+    is found without hashing the expression or comparing it with an equal one."""
 
     def __init__(self, func: PrimFunc) -> None:
         self.func = func
         self.buffers = {b.name: _BufferInfo(b, local=False) for b in func.params}
         self.index_memo: dict[int, tuple[int, Coefficients]] = {}
-        self.var_memo: dict[str, tuple[int, Coefficients]] = {}
         self.rows: list[list[float]] = []
 
     def run(self) -> list[list[float]]:
@@ -322,19 +344,25 @@ class _Extractor:
         if branch.else_body is not None:
             self.visit(branch.else_body, inner)
 
-    # Index expressions: (operation counts, coefficients), memoised by identity.
+    # Index expressions: (operation counts, coefficients), memoised by value.
     def index(self, e: Expr) -> tuple[int, Coefficients]:
         kind = type(e)
-        if kind is Var:  # leaves first: most nodes are leaves, and they need no memo
-            found = self.var_memo.get(e.name)
+        if kind is Var:  # leaves first: most nodes are leaves, and a name hashes fastest
+            found = _VAR_SUMMARIES.get(e.name)
             if found is None:
-                found = self.var_memo[e.name] = (0, {e.name: 1})
+                found = _VAR_SUMMARIES[e.name] = (0, {e.name: 1})
             return found
         if kind is IntImm:
             return _CONSTANT
         found = self.index_memo.get(id(e))
         if found is None:
-            found = self.index_memo[id(e)] = _INDEX.get(kind, _Extractor.index_other)(self, e)
+            found = _INDEX_SUMMARIES.get(e)
+            if found is None:
+                found = _INDEX.get(kind, _Extractor.index_other)(self, e)
+                if len(_INDEX_SUMMARIES) >= _SUMMARY_LIMIT:
+                    _INDEX_SUMMARIES.clear()
+                _INDEX_SUMMARIES[e] = found
+            self.index_memo[id(e)] = found
         return found
 
     def index_binop(self, e: BinOp) -> tuple[int, Coefficients]:
@@ -466,33 +494,47 @@ class _Extractor:
         row.extend(_EMPTY_SLOT * (READ_SLOTS - len(reads)))
         return row
 
+    def moved_by(self, index_tuples: list[tuple[Expr, ...]]) -> dict[str, list[tuple[int, float]]]:
+        """Each loop variable's (dimension, |coefficient|) pairs in the accesses of one buffer,
+        dimensions in order; over several accesses, the largest coefficient."""
+        moved_by: dict[str, list[tuple[int, float]]] = {}
+        for indices in index_tuples:
+            for d, index in enumerate(indices):
+                for var, c in self.index(index)[1].items():
+                    entry = (d, c if c > 0 else -c)
+                    pairs = moved_by.get(var)
+                    if pairs is None:
+                        moved_by[var] = [entry]
+                    else:
+                        _merge_pair(pairs, entry)
+        return moved_by
+
     def memory(self, loops: tuple[tuple[str, int], ...], iterations: int,
                accesses: dict[str, list[tuple[Expr, ...]]]
                ) -> tuple[list[float], list[list[float]]]:
         """(footprint, slots): ``footprint[i]`` is the unique bytes all the store's buffers
-        touch while loops ``i`` and deeper run (``footprint[len(loops)]``: one iteration);
-        ``slots[b]`` the values of ``_BUFFER_FEATURES`` of the ``b``-th buffer of
-        ``accesses``."""
+        touch while loops ``i`` and deeper run (``footprint[len(loops)]``: one iteration),
+        evaluated at the levels the features read (0 elsewhere); ``slots[b]`` the values of
+        ``_BUFFER_FEATURES`` of the ``b``-th buffer of ``accesses``."""
         n = len(loops)
         infos = [self.buffers[name] for name in accesses]
         footprint = [0.0] * n + [float(sum(info.itemsize for info in infos))]
+        moved = [self.moved_by(index_tuples) for index_tuples in accesses.values()]
+        # The levels whose footprint is read: the whole nest's, the outermost loop's iteration,
+        # the innermost loop's, and below each buffer's innermost loop that leaves it in place
+        # (reuse_bytes); the footprint of any other level is never evaluated.
+        wanted = [False] * (n + 1)
+        wanted[0] = wanted[min(1, n)] = wanted[max(n - 1, 0)] = True
+        for moved_by in moved:
+            for i in range(n - 1, -1, -1):
+                if loops[i][0] not in moved_by:
+                    wanted[i + 1] = True
+                    break
         slots = []
         reused_at_levels = []  # for reuse_bytes, once every buffer's footprint is in
-        for info, index_tuples in zip(infos, accesses.values()):
-            # Each loop variable's (dimension, |coefficient|) pairs, dimensions in order; over
-            # several accesses, the largest coefficient.
-            moved_by: dict[str, list[tuple[int, float]]] = {}
-            for indices in index_tuples:
-                for d, index in enumerate(indices):
-                    for var, c in self.index(index)[1].items():
-                        entry = (d, c if c > 0 else -c)
-                        pairs = moved_by.get(var)
-                        if pairs is None:
-                            moved_by[var] = [entry]
-                        else:
-                            _merge_pair(pairs, entry)
-            spans = [0.0] * len(info.shape)
-            elements = 1.0
+        for info, index_tuples, moved_by in zip(infos, accesses.values(), moved):
+            shape = info.shape
+            spans = [0.0] * len(shape)
             tile, tile_spans = 1.0, [0.0] * len(spans)  # one iteration of the outermost loop
             stride = 0.0
             repeat = reuse = inner = 1
@@ -514,12 +556,13 @@ class _Extractor:
                         repeat = inner
                     for d, c in pairs:
                         spans[d] += c * (extent - 1)
+                if wanted[i]:
                     elements = 1.0
-                    for span, size in zip(spans, info.shape):
+                    for span, size in zip(spans, shape):
                         elements *= span + 1.0 if span + 1.0 < size else size
-                footprint[i] += elements * info.itemsize
-                if i == 1:
-                    tile, tile_spans = elements, list(spans)
+                    footprint[i] += elements * info.itemsize
+                    if i == 1:
+                        tile, tile_spans = elements, list(spans)
                 inner *= extent
             if not found:
                 repeat = inner
