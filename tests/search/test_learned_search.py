@@ -136,6 +136,16 @@ def test_the_same_seed_and_times_give_the_same_proposals(wl, fake_builder):
     assert len(first.rounds) == 3 and "generated" in first.rounds[0]
 
 
+def test_a_search_forgets_old_mutants_and_proposes_the_same(wl, fake_builder, monkeypatch):
+    remembered, _ = evolutionary_run(wl, fake_builder, seed=4)
+    monkeypatch.setattr(EvolutionarySearch, "mutant_memory", 8)
+    forgetful, search = evolutionary_run(wl, fake_builder, seed=4)
+    assert len(search._mutants) <= 8
+    # A forgotten mutant drawn again is made again, the same program: the proposals agree.
+    assert [program_key(t.trace) for t in forgetful.history] == [program_key(t.trace) for t in remembered.history]
+    assert sum(r.generated for r in search.rounds) > 0
+
+
 def test_a_first_proposal_without_information_is_fresh_samples(wl, samples):
     def first_round(model):
         search = EvolutionarySearch(SMALL, model=model)
