@@ -279,15 +279,17 @@ class _BufferInfo:
 # program needs were summarised for an earlier candidate, over half of them the very same
 # objects, which the lookup finds by identity without comparing trees. Keys are the
 # expressions themselves (kept alive by the memo, so no identity is reused); the memo is
-# emptied when it reaches _SUMMARY_LIMIT entries, which bounds its memory (about 330 bytes an
-# entry on conv2d, most of the expressions being held elsewhere too) and changes no result.
+# emptied, with the variables' summaries (one per loop name), when it reaches _SUMMARY_LIMIT
+# entries, which bounds its memory (about 330 bytes an entry on conv2d, most of the
+# expressions being held elsewhere too) and changes no result.
 _INDEX_SUMMARIES: dict[Expr, tuple[int, Coefficients]] = {}
 _VAR_SUMMARIES: dict[str, tuple[int, Coefficients]] = {}
 _SUMMARY_LIMIT = 20_000
 
 
 def _reset_caches() -> None:
-    """Forget every remembered summary (for measurements that must start cold)."""
+    """Forget every remembered summary (when the memo is full, and for measurements that
+    must start cold)."""
     _INDEX_SUMMARIES.clear()
     _VAR_SUMMARIES.clear()
 
@@ -360,7 +362,7 @@ class _Extractor:
             if found is None:
                 found = _INDEX.get(kind, _Extractor.index_other)(self, e)
                 if len(_INDEX_SUMMARIES) >= _SUMMARY_LIMIT:
-                    _INDEX_SUMMARIES.clear()
+                    _reset_caches()
                 _INDEX_SUMMARIES[e] = found
             self.index_memo[id(e)] = found
         return found
