@@ -1,7 +1,7 @@
 """Learned-search benchmark: evolutionary search against random search, the cost model's
 quality and speed, every figure measured in this run.
 
-    python bench/tune.py [--workloads matmul_relu,conv2d_bias_relu,...] [--trials 64] [--seeds 3]
+    python bench/tune.py [--workloads matmul_relu,conv2d_bias_relu,...] [--trials 64] [--seeds 3] [--keep DIR]
 
 Per workload (matmul_relu 512, dense_bias_relu, conv2d_bias_relu, softmax 1024, reduce_cols
 4096) and per seed: ``tune(strategy="evolutionary")`` with ``--trials`` trials, then continued
@@ -147,6 +147,8 @@ def main() -> None:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--seeds", type=int, default=3, help="runs per setting (seeds 0, 1, ...)")
+    parser.add_argument("--keep", metavar="DIR", help="write the tuning databases to DIR and keep them "
+                        "(for offline study of the cost model); by default they go to a temporary folder")
     args = parser.parse_args()
     n, names, seeds = args.trials, args.workloads.split(","), range(args.seeds)
     print(f"{environment()}" + (f", torch {torch.__version__}" if torch else ", PyTorch not installed"))
@@ -155,7 +157,11 @@ def main() -> None:
     print(f"\n{header}\n|{'---|' * (header.count('|') - 1)}")
     settings = [("evolutionary", n), ("evolutionary", 2 * n), ("replay", 2 * n)]
     geo: dict[str, list[float]] = {"evolutionary": [], "replay": []}
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = args.keep or scratch
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        if any(Path(folder).glob("*.db")):
+            parser.error(f"--keep {folder}: holds databases already (a run would continue them); give a new folder")
         for name in names:
             wl = workloads.get(name)
             runs: dict[tuple[str, int], list[tuple[dict, float, float]]] = {s: [] for s in settings}
