@@ -26,6 +26,7 @@ import numpy as np
 from common import environment, torch, torch_baseline
 from metasched import ScheduleError, assert_outputs_close, build, handwritten, workloads
 from metasched.arrays import aligned_empty
+from metasched.codegen import host_vector_bits
 from metasched.space import cpu_default
 from metasched.timing import median_seconds, paired_times
 from metasched.workloads.baselines import numpy_baseline
@@ -115,7 +116,7 @@ def main() -> int:
                 ratios.append(None)
                 continue
             ratios.append(paired_times(ours, lambda: baseline(*inputs))[2])
-        hand = handwritten.for_workload(wl)
+        hand = handwritten.for_workload(wl, host_vector_bits())
         if hand is not None:
             hand_kernel = build(hand)
             ratios.append(paired_times(ours, lambda: hand_kernel.run(*inputs, *outputs))[2])

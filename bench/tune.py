@@ -41,6 +41,7 @@ import numpy as np
 
 from common import environment, torch, torch_baseline
 from metasched.arrays import aligned_empty
+from metasched.codegen import host_vector_bits
 from metasched import Database, assert_outputs_close, build, handwritten, replay, tune, workloads
 from metasched.errors import ScheduleError
 from metasched.measure import Builder
@@ -68,7 +69,7 @@ def compare(wl, db_path: str) -> dict:
     ours = lambda: kernel.run(*inputs, *outputs)  # noqa: E731
     ratios, seconds = {}, []
     baselines = {"numpy": numpy_baseline(wl), "PyTorch": torch_baseline(wl)}
-    hand = handwritten.for_workload(wl)
+    hand = handwritten.for_workload(wl, host_vector_bits())
     if hand is not None:
         hand_kernel = build(hand)
         hand_out = [aligned_empty(b.shape, b.dtype) for b in hand_kernel.func.outputs]

@@ -35,7 +35,7 @@ import numpy as np
 from metasched import handwritten, workloads
 from metasched.arrays import aligned_empty
 from metasched.build import build
-from metasched.codegen import Kernel
+from metasched.codegen import Kernel, host_vector_bits
 from metasched.database import Database, Record
 from metasched.errors import DatabaseError, MetaschedError, MismatchError, UnknownWorkloadError
 from metasched.lang import Workload, assert_outputs_close, load
@@ -228,7 +228,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, dict(args.param), args.name)
     _check_fits(wl)
-    sch = handwritten.for_workload(wl)
+    sch = handwritten.for_workload(wl, host_vector_bits())
     if sch is None:
         sch = Schedule(wl)
         print(f"# {wl}: no hand-written schedule for {wl.name}: running the unscheduled program\n{sch}\n")

@@ -39,3 +39,22 @@ def test_every_hand_schedule_for_the_suite_is_legal_at_default_size():
         sch = handwritten.for_workload(wl)
         if sch is not None:
             sch.lower()  # every primitive's precondition held; lowering succeeds
+
+
+@pytest.mark.parametrize("vector_bits", [128, 256, 512])
+def test_suite_schedules_for_each_vector_width_match_reference(vector_bits):
+    """``for_workload`` picks its register tile by the vector width; each compiles to the
+    reference (at sizes the 6-row tile of AVX2 does not divide)."""
+    for name, params in (("matmul_relu", dict(M=20, N=40, K=9)), ("dense_bias_relu", dict(M=10, K=7, N=40))):
+        assert_equivalent(handwritten.for_workload(workloads.get(name, **params), vector_bits))
+
+
+def test_register_tile_leaves_room_in_the_register_file():
+    # AVX-512: 32 registers of 16 floats; AVX2 and SSE: 16 registers (of 8 and 4 floats).
+    for vector_bits, registers in ((512, 32), (256, 16), (128, 16)):
+        tile_i, tile_j = handwritten.register_tile(vector_bits)
+        lanes = vector_bits // 32
+        assert tile_j % lanes == 0
+        accumulators = tile_i * tile_j // lanes
+        assert accumulators + tile_j // lanes + 1 <= registers  # a row of B and a broadcast of A
+    assert handwritten.register_tile(512) == (8, 32)  # the tile the benchmarks used before

@@ -10,6 +10,7 @@ from metasched.codegen.compiler import Artifact, compile_artifact, compile_func,
 from metasched.codegen.kernel import Kernel
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import available_cores, host_description, probe_threads
+from metasched.codegen.target import host_vector_bits
 
 __all__ = ["Artifact", "CodegenOptions", "Kernel", "available_cores", "compile_artifact",
-           "compile_func", "host_description", "load_kernel", "probe_threads"]
+           "compile_func", "host_description", "host_vector_bits", "load_kernel", "probe_threads"]

@@ -32,6 +32,15 @@ def host_cpu() -> tuple[str, str, str]:
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), features
 
 
+def host_vector_bits() -> int:
+    """The width in bits of this CPU's widest vector registers that the code generator uses:
+    512 with AVX-512, 256 with AVX, else 128 (SSE)."""
+    enabled = {f[1:] for f in host_cpu()[2].split(",") if f.startswith("+")}
+    if "avx512f" in enabled:
+        return 512
+    return 256 if "avx" in enabled else 128
+
+
 def host_target_machine(opt_level: int = 3) -> llvm.TargetMachine:
     """A fresh target machine for the host CPU and all its features.
 

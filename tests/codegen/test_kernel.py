@@ -163,3 +163,11 @@ def test_poison_makes_reads_of_unwritten_memory_fail_every_time():
     written = Seq((For("i", 8, ForKind.SERIAL, Store("W", (i,), Load("X", (i,)))), unwritten))
     kernel = compile_func(PrimFunc("writes_first", (x,), (y,), (w,), written), CodegenOptions(poison=True))
     np.testing.assert_array_equal(kernel(np.arange(8, dtype=np.float32))[0], np.arange(8))
+
+
+def test_host_vector_bits_follows_the_cpu_features(monkeypatch):
+    from metasched.codegen import target
+    for features, bits in (("+sse2,+avx,+avx2,+fma,-avx512f", 256), ("+avx,+avx2,+avx512f,+avx512bw", 512),
+                           ("+sse2,+sse4.1,-avx,-avx2", 128)):
+        monkeypatch.setattr(target, "host_cpu", lambda features=features: ("x86_64-unknown-linux-gnu", "cpu", features))
+        assert target.host_vector_bits() == bits
