@@ -100,9 +100,10 @@ def mutants(name: str, which: str, seeds=range(3), small: bool = True):
 def test_each_mutator_changes_one_decision_of_its_kind_and_no_instruction(name):
     applied = collections.Counter(which for which in MIX for _ in mutants(name, which))
     # Every sample has tiles and an unroll depth (each workload has a reduction), some have a
-    # parallel limit that matters; only softmax has blocks whose location is sampled.
+    # parallel limit that matters; softmax and conv2d (its padding stage) have blocks whose
+    # location is sampled.
     assert applied["tile"] == 18 and applied["unroll"] == 18 and applied["parallel"] > 0
-    assert (applied["compute_location"] > 0) == (name == "softmax")
+    assert (applied["compute_location"] > 0) == (name in ("softmax", "conv2d_bias_relu"))
 
 
 def test_a_trace_without_decisions_has_nothing_to_mutate():
