@@ -32,7 +32,7 @@ from llvmlite import ir
 
 from metasched.codegen.llvmutil import I32, I64, PTR, VOID, ModuleContext, i64, stack_alloca
 from metasched.codegen.options import CodegenOptions
-from metasched.codegen.target import LLVM_LOCK, ensure_llvm, host_cpu, host_target_machine, jit
+from metasched.codegen.target import LLVM_LOCK, enabled_features, ensure_llvm, host_cpu, host_target_machine, jit
 
 TASK_TYPE = ir.FunctionType(VOID, [PTR, I64, I64])
 Alloca = Callable[[ir.Type], ir.Value]
@@ -232,7 +232,7 @@ def probe_threads(launcher: Launcher, threads: int) -> list[int]:
 def host_description() -> str:
     """One line saying what kernels are compiled for, for benchmark reports."""
     _, cpu, features = host_cpu()
-    enabled = [f[1:] for f in features.split(",") if f.startswith("+")]
+    enabled = enabled_features(features)
     shown = [f for f in ("avx512f", "avx2", "fma") if f in enabled]
     launcher = make_launcher(CodegenOptions())
     major, minor, patch = llvm.llvm_version_info

@@ -32,10 +32,15 @@ def host_cpu() -> tuple[str, str, str]:
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), features
 
 
+def enabled_features(features: str) -> list[str]:
+    """The features an LLVM feature string turns on (``+avx2`` gives ``avx2``), in its order."""
+    return [f[1:] for f in features.split(",") if f.startswith("+")]
+
+
 def host_vector_bits() -> int:
     """The width in bits of this CPU's widest vector registers that the code generator uses:
     512 with AVX-512, 256 with AVX, else 128 (SSE)."""
-    enabled = {f[1:] for f in host_cpu()[2].split(",") if f.startswith("+")}
+    enabled = enabled_features(host_cpu()[2])
     if "avx512f" in enabled:
         return 512
     return 256 if "avx" in enabled else 128
