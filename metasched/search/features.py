@@ -44,7 +44,11 @@ from metasched.ir.stmt import (
 # -- 1. the feature table -----------------------------------------------------------------
 # 2: reuse_extent in every buffer slot (before it, how a reduction loop was split changed no
 # column, though it changed matmul_relu's time 2.7 times).
-FEATURE_VERSION = 2
+# 3: the innermost rolled loop (rolled_*, and each buffer's rolled_stride): the loop LLVM's
+# own vectorizer works on when the schedule vectorized nothing. Before it, matmul_relu programs
+# 2.6 and 106 ms fast had near-equal rows: both unvectorized, one with a rolled loop that
+# walks rows of B and C, which LLVM vectorized.
+FEATURE_VERSION = 3
 CACHE_LINE_BYTES = 64
 READ_SLOTS = 3  # read buffers described per store, biggest first; the written one always is
 
@@ -86,6 +90,14 @@ _STORE_FEATURES: tuple[tuple[str, str], ...] = _ARITHMETIC + (
     ("unrolled_prod", f"product of the enclosing unrolled extents (0 if none), {_LOG}"),
     ("unrolled_len", f"extent of the innermost enclosing unrolled loop (0 if none), {_LOG}"),
     ("guards", f"number of enclosing if statements (guards of imperfect splits), {_LOG}"),
+    # The innermost rolled loop: the loop whose body LLVM's loop vectorizer may vectorize on
+    # its own, its unrolled copies included.
+    ("rolled_extent", f"extent of the innermost enclosing serial loop (0 if none), {_LOG}"),
+    ("rolled_body", f"iterations inside that loop: the unrolled and vectorized extents below "
+                    f"it, {_LOG}"),
+    ("rolled_unit_stride", "1 if every buffer the store touches moves 0 or 1 element per step "
+                           "of that loop (LLVM can vectorize it with plain vector loads and "
+                           "stores), 0 otherwise or if there is none"),
     # Allocations.
     ("alloc_bytes", f"bytes of the local allocations enclosing the store, {_LOG}"),
     ("alloc_entries", f"times the innermost enclosing allocation is entered (0 if none), {_LOG}"),
@@ -113,6 +125,8 @@ _BUFFER_FEATURES: tuple[tuple[str, str], ...] = (
     ("reuse_bytes", f"unique bytes the store touches between reuses (as reuse_iters), {_LOG}"),
     ("reuse_extent", f"extent of that loop: reuses in a row (TVM's reuse count), e.g. the "
                      f"updates of an accumulator tile per visit, 0 if none, {_LOG}"),
+    ("rolled_stride", f"elements moved per step of the innermost rolled loop (rolled_extent), "
+                      f"0 if it does not move the access or there is none, {_LOG}"),
     ("local", "1 if the buffer is a local allocation (Allocate), 0 if a parameter"),
     ("buffer_bytes", f"size of the whole buffer in bytes (the region the whole nest "
                      f"touches, in the programs of the space), {_LOG}"),
@@ -172,7 +186,7 @@ class _Scope:
     allocation or guard makes a new one from its parent's in O(1)."""
 
     __slots__ = ("loops", "kind", "prod", "parallel", "lanes", "unr_num", "unr_prod", "unr_len",
-                 "alloc_bytes", "alloc_outer", "guards", "guard_ops")
+                 "rolled", "rolled_at", "alloc_bytes", "alloc_outer", "guards", "guard_ops")
 
     def __init__(self) -> None:
         self.loops: tuple[tuple[str, int], ...] = ()  # (var, extent), outermost first
@@ -181,6 +195,8 @@ class _Scope:
         self.parallel = 0  # extent of the outermost parallel loop
         self.lanes = 0
         self.unr_num = self.unr_prod = self.unr_len = 0
+        self.rolled: Optional[str] = None  # the innermost serial loop's variable,
+        self.rolled_at = (0, 1)  # its extent and the product of the extents down to it
         self.alloc_bytes = 0
         self.alloc_outer = 0  # iterations outside the innermost allocation; 0: none
         self.guards = 0
@@ -191,6 +207,7 @@ class _Scope:
         new.loops, new.kind, new.prod = self.loops, self.kind, self.prod
         new.parallel, new.lanes = self.parallel, self.lanes
         new.unr_num, new.unr_prod, new.unr_len = self.unr_num, self.unr_prod, self.unr_len
+        new.rolled, new.rolled_at = self.rolled, self.rolled_at
         new.alloc_bytes, new.alloc_outer, new.guards, new.guard_ops = (
             self.alloc_bytes, self.alloc_outer, self.guards, self.guard_ops)
         return new
@@ -211,6 +228,8 @@ class _Scope:
             new.unr_num += 1
             new.unr_prod = (self.unr_prod or 1) * extent
             new.unr_len = extent
+        else:
+            new.rolled, new.rolled_at = loop.var, (extent, new.prod)
         return new
 
     def enter_allocation(self, nbytes: int) -> _Scope:
@@ -457,7 +476,9 @@ class _Extractor:
             if not any(indices == load.indices for indices in seen):
                 seen.append(load.indices)
         read_write = any(load.buffer == store.buffer for load in loads)
-        footprint, slots = self.memory(scope.loops, iterations, accesses)
+        footprint, slots = self.memory(scope.loops, iterations, accesses, scope.rolled)
+        rolled_extent, rolled_prod = scope.rolled_at
+        unit_stride = rolled_extent > 0 and all(slot[_ROLLED_STRIDE] <= 1 for slot in slots)
 
         loops = scope.loops
         n = len(loops)
@@ -480,6 +501,9 @@ class _Extractor:
             float(scope.unr_prod),
             float(scope.unr_len),
             float(scope.guards),
+            float(rolled_extent),
+            float(iterations // rolled_prod) if rolled_extent else 0.0,
+            float(unit_stride),
             float(scope.alloc_bytes),
             float(scope.alloc_outer),
             flops_per_iter * (innermost or 1) / footprint[max(n - 1, 0)],
@@ -512,7 +536,7 @@ class _Extractor:
         return moved_by
 
     def memory(self, loops: tuple[tuple[str, int], ...], iterations: int,
-               accesses: dict[str, list[tuple[Expr, ...]]]
+               accesses: dict[str, list[tuple[Expr, ...]]], rolled: Optional[str]
                ) -> tuple[list[float], list[list[float]]]:
         """(footprint, slots): ``footprint[i]`` is the unique bytes all the store's buffers
         touch while loops ``i`` and deeper run (``footprint[len(loops)]``: one iteration),
@@ -568,6 +592,12 @@ class _Extractor:
                 inner *= extent
             if not found:
                 repeat = inner
+            rolled_pairs = moved_by.get(rolled) if rolled is not None else None
+            if rolled_pairs:
+                d, c = rolled_pairs[-1]
+                rolled_stride = c * info.strides[d]
+            else:
+                rolled_stride = 0.0
             slots.append([
                 float(iterations * info.itemsize * len(index_tuples)),
                 tile * info.itemsize,
@@ -578,6 +608,7 @@ class _Extractor:
                 reuse_iters,
                 0.0,  # reuse_bytes
                 reuse_extent,
+                rolled_stride,
                 float(info.local),
                 float(info.nbytes),
             ])
@@ -682,6 +713,7 @@ _VALUE = {Load: _Extractor.value_load, BinOp: _Extractor.value_binop, Call: _Ext
 
 _EMPTY_SLOT = [0.0] * len(_BUFFER_FEATURES)
 _REUSE_BYTES = [name for name, _ in _BUFFER_FEATURES].index("reuse_bytes")
+_ROLLED_STRIDE = [name for name, _ in _BUFFER_FEATURES].index("rolled_stride")
 _ITERATIONS = FEATURE_NAMES.index("iterations")
 _FLOPS = FEATURE_NAMES.index("flops")
 

@@ -175,6 +175,50 @@ def test_matmul_update_counts_multiply_adds_and_reuse():
     assert col(table, "r2_reuse_bytes")[0] == log(4 + 64 + 64)
 
 
+def test_rolled_loop_is_the_innermost_serial_one():
+    """The matmul update of the test above: j is the innermost rolled loop (k is unrolled).
+    Along j, C and B move one element per step and A stays: LLVM can vectorize j."""
+    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
+    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
+                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
+    table = per_store_features(fn([a, b], [c], loop("i", 4, S, loop("j", 8, S,
+                                                                     loop("k", 16, U, update)))))
+    assert col(table, "rolled_extent")[0] == log(8)
+    assert col(table, "rolled_body")[0] == log(16)  # the unrolled copies of the update
+    assert col(table, "rolled_unit_stride")[0] == 1
+    assert col(table, "w_rolled_stride")[0] == log(1)
+    assert col(table, "r1_rolled_stride")[0] == log(1)  # B, the biggest read
+    assert col(table, "r2_rolled_stride")[0] == 0  # A does not move along j
+
+
+def test_rolled_loop_across_rows_is_not_unit_stride():
+    """With i innermost of the rolled loops, B and C move a row per step: no plain vector
+    loads (the 106 ms programs of matmul_relu 512 that features version 2 ranked high)."""
+    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
+    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
+                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
+    table = per_store_features(fn([a, b], [c], loop("j", 8, S, loop("i", 4, S,
+                                                                     loop("k", 16, U, update)))))
+    assert col(table, "rolled_extent")[0] == log(4)
+    assert col(table, "rolled_unit_stride")[0] == 0
+    assert col(table, "w_rolled_stride")[0] == log(8)
+    # Reads, biggest region per iteration of j first: all of A, moved a row per step of i;
+    # then a column of B, which i does not move.
+    assert col(table, "r1_rolled_stride")[0] == log(16)
+    assert col(table, "r2_rolled_stride")[0] == 0
+
+
+def test_no_rolled_loop_without_a_serial_loop():
+    table = per_store_features(scale_by_two(P))  # parallel i, vectorized j
+    for name in ("rolled_extent", "rolled_body", "rolled_unit_stride", "w_rolled_stride",
+                 "r1_rolled_stride"):
+        assert col(table, name)[0] == 0, name
+    table = per_store_features(scale_by_two(S))  # i is rolled, j vectorized inside it
+    assert col(table, "rolled_extent")[0] == log(8) and col(table, "rolled_body")[0] == log(16)
+    assert col(table, "rolled_unit_stride")[0] == 0  # A and B move a row of 16 per step of i
+    assert col(table, "w_rolled_stride")[0] == log(16)
+
+
 def test_parallel_outer_loop_sets_the_parallel_columns():
     serial, parallel = per_store_features(scale_by_two(S)), per_store_features(scale_by_two(P))
     assert col(serial, "in_parallel")[0] == 0 and col(parallel, "in_parallel")[0] == 1

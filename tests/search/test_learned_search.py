@@ -11,7 +11,7 @@ from metasched.measure.runner import RunResult
 from metasched.search import (
     EvolutionaryConfig, EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy,
 )
-from metasched.search.cost_model import MIN_TRAINING_PROGRAMS, CostModel, program_features
+from metasched.search.cost_model import MIN_TRAINING_PROGRAMS, CostModel, _log_labels, program_features
 from metasched.space import cpu_default
 
 SIZES = dict(M=64, N=64, K=64)
@@ -63,6 +63,20 @@ def test_the_model_learns_a_ranking_and_keeps_failures_as_negatives(samples):
     learned = pairwise_accuracy(truth, model.predict(test))
     chance = pairwise_accuracy(truth, RandomModel(1).predict(test))
     assert learned > 0.7 and learned > chance + 0.1
+
+
+def test_the_trees_fit_log_throughput_and_scores_stay_throughputs(samples):
+    # Normalised throughputs 1, 1/2, 1/4 and a failure: the logs are evenly spaced, and the
+    # failure sits one step of e below the slowest program that ran.
+    logs = _log_labels(np.array([1.0, 0.5, 0.25, 0.0]))
+    assert logs[:3] == pytest.approx(np.log([1.0, 0.5, 0.25]))
+    assert logs[3] == pytest.approx(np.log(0.25) - 1)
+    model = GBTModel()
+    model.update(samples[:70], [fake_seconds(s) for s in samples[:70]])
+    scores = model.predict(samples[70:])
+    # exp of the fitted logs: positive, at most about the best (1), as parent selection
+    # weighs candidates by score.
+    assert np.all(scores > 0) and scores.max() < 1.5
 
 
 def test_a_model_scores_at_random_until_it_has_enough_programs(samples):
