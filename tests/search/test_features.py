@@ -83,6 +83,17 @@ def scale_by_two(outer=S):
     return fn([A8x16], [B8x16], loop("i", 8, outer, loop("j", 16, V, body)))
 
 
+def matmul_update(outer="i", inner="j"):
+    """for outer: for inner: for k in unrolled(16): C[i, j] += A[i, k] * B[k, j], with
+    A 4x16, B 16x8, C 4x8 (float32)."""
+    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
+    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
+                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
+    extents = {"i": 4, "j": 8}
+    return fn([a, b], [c], loop(outer, extents[outer], S,
+                                loop(inner, extents[inner], S, loop("k", 16, U, update))))
+
+
 # -- the table ------------------------------------------------------------------------------
 def test_table_names_descriptions_and_version():
     assert isinstance(FEATURE_VERSION, int) and FEATURE_VERSION >= 1
@@ -146,11 +157,7 @@ def test_broadcast_read_is_reused_by_the_inner_loop():
 
 
 def test_matmul_update_counts_multiply_adds_and_reuse():
-    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
-    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
-                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
-    table = per_store_features(fn([a, b], [c], loop("i", 4, S, loop("j", 8, S,
-                                                                     loop("k", 16, U, update)))))
+    table = per_store_features(matmul_update())
     assert col(table, "float_mul")[0] == log(512) == col(table, "float_add_sub")[0]
     assert col(table, "flops")[0] == log(1024)
     assert col(table, "innermost_unrolled")[0] == 1
@@ -177,12 +184,8 @@ def test_matmul_update_counts_multiply_adds_and_reuse():
 
 def test_rolled_loop_is_the_innermost_serial_one():
     """The matmul update of the test above: j is the innermost rolled loop (k is unrolled).
-    Along j, C and B move one element per step and A stays: LLVM can vectorize j."""
-    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
-    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
-                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
-    table = per_store_features(fn([a, b], [c], loop("i", 4, S, loop("j", 8, S,
-                                                                     loop("k", 16, U, update)))))
+    Along j, C and B move one element per step and A stays: LLVM may vectorize j."""
+    table = per_store_features(matmul_update())
     assert col(table, "rolled_extent")[0] == log(8)
     assert col(table, "rolled_body")[0] == log(16)  # the unrolled copies of the update
     assert col(table, "rolled_unit_stride")[0] == 1
@@ -194,11 +197,7 @@ def test_rolled_loop_is_the_innermost_serial_one():
 def test_rolled_loop_across_rows_is_not_unit_stride():
     """With i innermost of the rolled loops, B and C move a row per step: no plain vector
     loads (the 106 ms programs of matmul_relu 512 that features version 2 ranked high)."""
-    a, b, c = buf("A", 4, 16), buf("B", 16, 8), buf("C", 4, 8)
-    update = st(c, ("i", "j"), BinOp("+", ld(c, "i", "j"),
-                                     BinOp("*", ld(a, "i", "k"), ld(b, "k", "j"))))
-    table = per_store_features(fn([a, b], [c], loop("j", 8, S, loop("i", 4, S,
-                                                                     loop("k", 16, U, update)))))
+    table = per_store_features(matmul_update("j", "i"))
     assert col(table, "rolled_extent")[0] == log(4)
     assert col(table, "rolled_unit_stride")[0] == 0
     assert col(table, "w_rolled_stride")[0] == log(8)
