@@ -562,7 +562,7 @@ class _Extractor:
             shape = info.shape
             spans = [0.0] * len(shape)
             tile, tile_spans = 1.0, [0.0] * len(spans)  # one iteration of the outermost loop
-            stride = 0.0
+            stride = rolled_stride = 0.0
             repeat = reuse = inner = 1
             found = False
             reused_at = -1
@@ -575,11 +575,12 @@ class _Extractor:
                     if reused_at < 0:
                         reused_at, reuse_iters, reuse_extent = i, float(inner), float(extent)
                 else:
-                    if not found:  # the rightmost dimension the variable moves decides
+                    if not found:
                         found = True
-                        d, c = pairs[-1]
-                        stride = c * info.strides[d]
+                        stride = _step(pairs, info)
                         repeat = inner
+                    if var == rolled:
+                        rolled_stride = _step(pairs, info)
                     for d, c in pairs:
                         spans[d] += c * (extent - 1)
                 if wanted[i]:
@@ -592,12 +593,6 @@ class _Extractor:
                 inner *= extent
             if not found:
                 repeat = inner
-            rolled_pairs = moved_by.get(rolled) if rolled is not None else None
-            if rolled_pairs:
-                d, c = rolled_pairs[-1]
-                rolled_stride = c * info.strides[d]
-            else:
-                rolled_stride = 0.0
             slots.append([
                 float(iterations * info.itemsize * len(index_tuples)),
                 tile * info.itemsize,
@@ -617,6 +612,13 @@ class _Extractor:
             if reused_at >= 0:
                 slot[_REUSE_BYTES] = footprint[reused_at + 1]
         return footprint, slots
+
+
+def _step(pairs: list[tuple[int, float]], info: _BufferInfo) -> float:
+    """Elements an access moves per step of a loop with (dimension, |coefficient|) ``pairs``
+    (``moved_by``): the rightmost dimension the loop moves decides."""
+    d, c = pairs[-1]
+    return c * info.strides[d]
 
 
 def _merge_pair(pairs: list[tuple[int, float]], entry: tuple[int, float]) -> None:
