@@ -51,6 +51,8 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None]:
             raise ValueError(f"{text!r}: expected field=value, got {pair!r}")
         if name == "batch_size":
             batch_size = int(value)
+            if batch_size < 1:
+                raise ValueError(f"{text!r}: batch_size must be at least 1")
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
@@ -76,9 +78,13 @@ def main() -> None:
         variants = {text: parse_variant(text) for text in args.variants}
     except (ValueError, TypeError) as err:
         parser.error(str(err))
-    wl = workloads.get(args.workload)
+    try:
+        wl = workloads.get(args.workload)
+    except KeyError as err:
+        parser.error(str(err))
+    names = list(variants)  # a variant given twice runs once
     print(environment())
-    header = "| seed | " + " | ".join(variants) + " |"
+    header = "| seed | " + " | ".join(names) + " |"
     print(f"\n{args.workload}, {args.trials} trials: best (tuning wall)\n\n{header}\n|{'---|' * (header.count('|') - 1)}")
     best: dict[str, list[float]] = {text: [] for text in variants}
     with tempfile.TemporaryDirectory() as scratch:
@@ -92,9 +98,9 @@ def main() -> None:
                 best[text].append(found)
                 cells.append(f"{found * 1e3:.3f} ms ({time.perf_counter() - started:.0f} s)")
             print(f"| {seed} | " + " | ".join(cells) + " |", flush=True)
-    reference = np.log(best[args.variants[0]])
-    print(f"\nagainst {args.variants[0]!r} (below 1: faster kernels), over {len(args.seeds)} seeds:")
-    for text in args.variants[1:]:
+    reference = np.log(best[names[0]])
+    print(f"\nagainst {names[0]!r} (below 1: faster kernels), over {len(args.seeds)} seeds:")
+    for text in names[1:]:
         ratios = np.exp(np.log(best[text]) - reference)
         print(f"  {text}: geometric mean {np.exp(np.mean(np.log(ratios))):.3f}, won {int((ratios < 1).sum())} "
               f"of {len(ratios)}, seeds from {ratios.min():.2f} to {ratios.max():.2f}")
