@@ -14,7 +14,9 @@ seed.
 Why paired seeds and many of them: one run of 64 trials is one draw from a wide distribution.
 On a znver3 (AVX2, 2 cores), runs with the defaults and seeds 0 to 7 ended between 2.25 and
 3.04 ms on matmul_relu and between 1.65 and 3.59 ms on conv2d_bias_relu; the same seed does not
-repeat a run, since the measured times steer the search. ``batch_size=8,eps_greedy=0.125`` (the
+repeat a run, since the measured times steer the search, and an hour later the same defaults
+ended between 1.85 and 2.53 ms on matmul_relu (the load of a shared machine moves absolute
+times: only the paired ratios compare). ``batch_size=8,eps_greedy=0.125`` (the
 model refitted twice as often, one fresh sample per batch) gave a geometric mean of 0.860 on
 matmul_relu (won 7 of 8 seeds) but 1.146 on conv2d_bias_relu (won 2 of 8, from 0.51 to 2.05):
 there some runs settled on one family of programs, its parallel and unroll decisions (which the
@@ -33,8 +35,7 @@ import numpy as np
 
 from common import environment
 from metasched import tune, workloads
-from metasched.search import EvolutionarySearch
-from metasched.search.evolutionary import EvolutionaryConfig
+from metasched.search import EvolutionaryConfig, EvolutionarySearch
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
 
