@@ -29,23 +29,14 @@ from metasched.codegen.llvmutil import (
     ELEMENT_BYTES, I1, I32, PTR, VOID, const, i64, i64_vector, lane_ids,
     lanes_of, llvm_type, splat,
 )
-from metasched.ir.access import flat_index, linear_in, stmt_exprs
-from metasched.ir.analysis import free_vars, loads, substitute, walk
+from metasched.ir.access import flat_index, linear_in
+from metasched.ir.analysis import free_vars, loads, substitute
 from metasched.ir.expr import BinOp, Call, Cast, Expr, IntImm, Load, Neg, Not, Select, Var
 from metasched.ir.stmt import For, IfThenElse, Seq, Stmt, Store
-from metasched.ir.vectorizable import vector_fallback_reason
+from metasched.ir.vectorizable import lane_limit, vector_fallback_reason
 
 if TYPE_CHECKING:
     from metasched.codegen.emit import FunctionEmitter
-
-MAX_LANES = {"float32": 16, "float64": 8}
-
-
-def lane_limit(loop: For) -> int:
-    """16 lanes of float32 or 8 of float64 (the narrower wins when a body mixes them)."""
-    dtypes = {node.dtype for e in stmt_exprs(loop.body) for node in walk(e)}
-    return MAX_LANES["float64"] if "float64" in dtypes else MAX_LANES["float32"]
-
 
 def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
     """Emit ``loop`` (kind VECTORIZED) at ``fe``'s builder."""

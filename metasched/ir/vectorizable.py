@@ -3,12 +3,17 @@
 ``vector_fallback_reason`` is the one predicate: code generation (``codegen.vector``) runs a
 loop it refuses as a serial loop, and the schedule verifier (``space.postprocs.VerifyKernel``)
 rejects such a program, so the two can never disagree about which loops vectorize.
+
+``lane_limit`` and ``vector_chunks``: how wide the vector instructions of a loop are and how many
+copies of its body code generation emits, which the estimate of a program's compile cost
+(``space.loop_program.UnrolledWork``) counts the same way.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
-from metasched.ir.access import offset_in, stmt_loads, sub_stmts
+from metasched.ir.access import offset_in, stmt_exprs, stmt_loads, sub_stmts
+from metasched.ir.analysis import walk
 from metasched.ir.expr import Expr
 from metasched.ir.stmt import Allocate, Buffer, For, Store
 
@@ -38,3 +43,26 @@ def vector_fallback_reason(loop: For, buffer: Callable[[str], Buffer]) -> Option
             if form != stored[load.buffer]:
                 return f"{load.buffer} is read at another offset than it is written"
     return None
+
+
+# The widest vector instruction code generation emits, in lanes of each dtype (a wider loop is
+# emitted in chunks of this width); LLVM splits one into the host's registers.
+MAX_LANES = {"float32": 16, "float64": 8}
+
+
+def dtype_lanes(dtypes: Iterable[str]) -> int:
+    """16 lanes of float32 or 8 of float64 (the narrower wins when ``dtypes`` mix them)."""
+    return MAX_LANES["float64"] if "float64" in dtypes else MAX_LANES["float32"]
+
+
+def lane_limit(loop: For) -> int:
+    """The width of ``loop``'s vector chunks: ``dtype_lanes`` of the values in its body."""
+    return dtype_lanes({node.dtype for e in stmt_exprs(loop.body) for node in walk(e)})
+
+
+def vector_chunks(extent: int, width: int) -> int:
+    """The copies of a vectorized loop's body code generation emits: one per full chunk of
+    ``width`` lanes (a loop over them, which LLVM unrolls), then one per power-of-two tail
+    (a one-lane tail is scalar code)."""
+    full, tail = divmod(extent, width)
+    return full + bin(tail).count("1")

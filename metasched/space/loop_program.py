@@ -33,7 +33,7 @@ from metasched.ir.analysis import free_vars, loads
 from metasched.ir.expr import INDEX, BinOp, Expr, IntImm, Load, Var, node_count
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 from metasched.lower import with_kinds
-from metasched.ir.vectorizable import vector_fallback_reason
+from metasched.ir.vectorizable import dtype_lanes, vector_chunks, vector_fallback_reason
 from metasched.schedule import Schedule
 
 Scope = Mapping[str, Buffer]
@@ -47,7 +47,13 @@ Around = tuple[tuple[For, Scope], ...]
 # 89,000 -> 3.3; 96,000 -> 4.4; 113,000-121,000 -> 3.9-4.6; 140,000-153,000 -> 6.0-7.8;
 # 251,000-257,000 -> 9.2-10.8; 361,000 -> 11.1 (an outlier: 15,000 -> 1.5, where LLVM
 # unrolled short serial loops itself). 60,000 accepts builds of up to about 2 s and leaves
-# out the multi-second tail.
+# out the multi-second tail. (Those counts took a vectorized loop as one copy per power-of-two
+# piece of its extent; it is now one per 16-lane chunk, as code generation emits it. On a
+# 2-core znver3 (AVX2), 45 of 2,048 recorded matmul_relu builds had taken over 3 s, up to the
+# 30 s limit, at 22,000-45,000 by the old count: loops of 32 or 64 lanes unrolled 256 to 512
+# times. The chunk count puts 15 of them, 259 of their 474 s, above 60,000, and no build
+# under 1 s nor the best program of any of the 26 runs; the rest are scalar code unrolled a
+# few hundred times.)
 MAX_UNROLLED_WORK = 60_000
 
 
@@ -306,8 +312,9 @@ class UnrolledWork:
     """An estimate of the code LLVM must optimise for a program, in expression nodes: every
     statement's own nodes (a store's indices and value, a condition) times the copies code
     generation emits of it. An unrolled loop copies its body once per iteration; a vectorized
-    loop once per chunk (a loop over full vectors, then power-of-two tails: counted as the
-    1 bits of its extent, which needs no lane width). Loops LLVM unrolls on its own are not
+    loop once per chunk (``ir.vectorizable.vector_chunks``: a chunk of 16 float32 lanes or 8
+    float64 ones, as code generation emits them, whatever the host's registers; the width is
+    that of the statement's own values). Serial loops LLVM unrolls on its own are not
     counted. O3 time grows with it, roughly a second per 25,000 to 40,000 (see
     ``MAX_UNROLLED_WORK``).
 
@@ -315,15 +322,16 @@ class UnrolledWork:
     with more of its loops unrolled (``total``): the rewrite picks the loops it unrolls with
     it, and the verifier checks the program with it."""
 
-    # Per statement: its own nodes and the loops around it, as (name, kind, extent).
-    statements: tuple[tuple[int, tuple[tuple[str, ForKind, int], ...]], ...]
+    # Per statement: its own nodes, its vector chunk width and the loops around it, as
+    # (name, kind, extent).
+    statements: tuple[tuple[int, int, tuple[tuple[str, ForKind, int], ...]], ...]
     # The loops whose kind changed since (``with_kinds``), by name: applied when the work is
     # first counted, so that a change costs nothing until then.
     kinds: Mapping[str, ForKind] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, func: PrimFunc) -> UnrolledWork:
-        found: list[tuple[int, tuple[tuple[str, ForKind, int], ...]]] = []
+        found: list[tuple[int, int, tuple[tuple[str, ForKind, int], ...]]] = []
         stack: list[tuple[Stmt, tuple[tuple[str, ForKind, int], ...]]] = [(func.body, ())]
         while stack:  # ``walk``'s order, without the buffers in scope
             stmt, loops = stack.pop()
@@ -335,9 +343,10 @@ class UnrolledWork:
             elif kind is Allocate:
                 stack.append((stmt.body, loops))
             else:
-                nodes = sum(node_count(e) for e in exprs(stmt))
+                own = exprs(stmt)
+                nodes = sum(node_count(e) for e in own)
                 if nodes:
-                    found.append((nodes, loops))
+                    found.append((nodes, dtype_lanes({e.dtype for e in own}), loops))
                 if kind is IfThenElse:
                     if stmt.else_body is not None:
                         stack.append((stmt.else_body, loops))
@@ -369,14 +378,16 @@ class UnrolledWork:
         around it that make one copy (serial, parallel) with their extents."""
         parts = []
         changed = self.kinds
-        for nodes, loops in self.statements:
+        for nodes, lanes, loops in self.statements:
             once = []
             for name, kind, extent in loops:
                 kind = changed.get(name, kind)
                 if kind is ForKind.SERIAL or kind is ForKind.PARALLEL:
                     once.append((name, extent))
-                else:
-                    nodes *= _copies(kind, extent)
+                elif kind is ForKind.VECTORIZED:
+                    nodes *= vector_chunks(extent, lanes)
+                elif kind is ForKind.UNROLLED:
+                    nodes *= extent
             parts.append((nodes, tuple(once)))
         return tuple(parts)
 
@@ -411,14 +422,6 @@ class Unrolling:
         for k, extent in self._inside.get(loop, ()):
             self.total += self._copies[k] * (extent - 1)
             self._copies[k] *= extent
-
-
-def _copies(kind: ForKind, extent: int) -> int:
-    if kind is ForKind.UNROLLED:
-        return extent
-    if kind is ForKind.VECTORIZED:
-        return bin(extent).count("1")
-    return 1
 
 
 def unrolled_work(func: PrimFunc) -> int:

@@ -15,6 +15,7 @@ from metasched import CodegenOptions, ScheduleError, build, handwritten, workloa
 from metasched.codegen import vector
 from metasched.ir import Buffer, FloatImm, For, ForKind, IfThenElse, IntImm, Load, PrimFunc, Seq, Store, Var
 from metasched.ir import vectorizable
+from metasched.ir.vectorizable import lane_limit, vector_chunks
 from metasched.ir.analysis import loads, substitute, walk as walk_expr
 from metasched.ir.expr import node_count
 from metasched.lang import assert_outputs_close
@@ -270,7 +271,7 @@ def test_the_running_unroll_count_is_the_unrolled_work(data):
     if func is None:
         return
     work = UnrolledWork.of(func)
-    names = sorted({name for _, loops in work.statements for name, _, _ in loops})
+    names = sorted({name for _, _, loops in work.statements for name, _, _ in loops})
     running, unrolled = work.unrolling(), set()
     assert running.total == work.total()
     for name in data.draw(st.lists(st.sampled_from(names), max_size=6)) if names else ():
@@ -303,6 +304,7 @@ def test_the_checks_read_the_program_as_lowered_with_the_kinds_changed_since(dat
 # -- VerifyKernel -----------------------------------------------------------------------------
 def test_codegen_and_the_verifier_share_one_vectorize_predicate():
     assert vector.vector_fallback_reason is vectorizable.vector_fallback_reason
+    assert vector.lane_limit is vectorizable.lane_limit  # the chunk width UnrolledWork counts
 
 
 def small_matmul():
@@ -364,6 +366,21 @@ def test_unrolled_work_counts_each_copy_of_each_node():
     assert UnrolledWork.of(serial).total() == 7 * 3
     unrolled = with_kinds(serial, {"i": ForKind.UNROLLED})
     assert UnrolledWork.of(serial).total({"i"}) == unrolled_work(unrolled) == 7 * 4 * 3
+
+
+@pytest.mark.parametrize("dtype, extent, chunks", [
+    ("float32", 16, 1), ("float32", 64, 4), ("float32", 40, 3),  # 16 + 16 + 8
+    ("float32", 7, 3), ("float64", 64, 8), ("float64", 20, 3),  # 8 + 8 + 4
+])
+def test_unrolled_work_counts_the_vector_chunks_code_generation_emits(dtype, extent, chunks):
+    """A vectorized loop is emitted in chunks of 16 float32 lanes or 8 float64 ones (a loop over
+    them, which LLVM unrolls), then power-of-two tails: one copy of the body each."""
+    a, c = Buffer("A", (4, extent), dtype), Buffer("C", (4, extent), dtype)
+    i, j = Var("i"), Var("j")
+    store = Store("C", (i, j), Load("A", (i, j), dtype) * Load("A", (i, j), dtype))  # 2 + 7 nodes
+    body = For("i", 4, ForKind.UNROLLED, For("j", extent, ForKind.VECTORIZED, store))
+    assert vector_chunks(extent, lane_limit(body.body)) == chunks
+    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 9 * 4 * chunks
 
 
 def reversed_parallel(stmt):
