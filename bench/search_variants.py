@@ -20,7 +20,12 @@ times: only the paired ratios compare). ``batch_size=8,eps_greedy=0.125`` (the
 model refitted twice as often, one fresh sample per batch) gave a geometric mean of 0.860 on
 matmul_relu (won 7 of 8 seeds) but 1.146 on conv2d_bias_relu (won 2 of 8, from 0.51 to 2.05):
 there some runs settled on one family of programs, its parallel and unroll decisions (which the
-mutators change 2 and 3 times in 100) never revisited. Judge a setting on several workloads and
+mutators change 2 and 3 times in 100) never revisited. Twice the population with it
+(``batch_size=8,eps_greedy=0.125,population_size=256``, twice the fresh samples per round) gave
+0.925 on matmul_relu (won 5 of 8), 0.907 on conv2d_bias_relu (4 of 8), 0.970 on
+dense_bias_relu (5 of 8), 0.940 on softmax (4 of 8) but 1.060 on reduce_cols (3 of 8); the
+median tuning wall rose from 29 to 40 s (matmul_relu), 36 to 61 s (conv2d_bias_relu), 39 to
+45 s (dense_bias_relu) and 45 to 67 s (softmax). Judge a setting on several workloads and
 eight or more seeds.
 """
 from __future__ import annotations
