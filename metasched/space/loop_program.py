@@ -52,8 +52,8 @@ Around = tuple[tuple[For, Scope], ...]
 # 2-core znver3 (AVX2), 45 of 2,048 recorded matmul_relu builds had taken over 3 s, up to the
 # 30 s limit, at 22,000-45,000 by the old count: loops of 32 or 64 lanes unrolled 256 to 512
 # times. The chunk count puts 15 of them, 259 of their 474 s, above 60,000, and no build
-# under 1 s nor the best program of any of the 26 runs; the rest are scalar code unrolled a
-# few hundred times.)
+# under 1 s nor the best program of any of the 26 runs. The other 30 are of several kinds,
+# scalar updates unrolled a few hundred times among them.)
 MAX_UNROLLED_WORK = 60_000
 
 
