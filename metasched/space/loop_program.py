@@ -314,9 +314,11 @@ class UnrolledWork:
     generation emits of it. An unrolled loop copies its body once per iteration; a vectorized
     loop once per chunk (``ir.vectorizable.vector_chunks``: a chunk of 16 float32 lanes or 8
     float64 ones, as code generation emits them, whatever the host's registers; the width is
-    that of the statement's own values). Serial loops LLVM unrolls on its own are not
-    counted. O3 time grows with it, roughly a second per 25,000 to 40,000 (see
-    ``MAX_UNROLLED_WORK``).
+    read from the dtypes at the roots of the statement's expressions, so a float32 store of a
+    value computed in float64, which code generation emits 8 lanes at a time, counts as 16:
+    reading every node's dtype took 0.4 ms per conv2d program, eight times the whole
+    estimate). Serial loops LLVM unrolls on its own are not counted. O3 time grows with it,
+    roughly a second per 25,000 to 40,000 (see ``MAX_UNROLLED_WORK``).
 
     Made once per program (``of``), it answers for the program as it is and as it would be
     with more of its loops unrolled (``total``): the rewrite picks the loops it unrolls with
