@@ -33,7 +33,7 @@ from metasched.ir.access import flat_index, linear_in
 from metasched.ir.analysis import free_vars, loads, substitute
 from metasched.ir.expr import BinOp, Call, Cast, Expr, IntImm, Load, Neg, Not, Select, Var
 from metasched.ir.stmt import For, IfThenElse, Seq, Stmt, Store
-from metasched.ir.vectorizable import lane_limit, vector_fallback_reason
+from metasched.ir.vectorizable import chunk_plan, lane_limit, vector_fallback_reason
 
 if TYPE_CHECKING:
     from metasched.codegen.emit import FunctionEmitter
@@ -44,7 +44,7 @@ def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
         fe.serial_loop(loop)
         return
     width = lane_limit(loop)
-    full, tail = divmod(loop.extent, width)
+    full, tails = chunk_plan(loop.extent, width)
     if full == 1:
         ChunkEmitter(fe, loop.var, width, i64(0)).stmt(loop.body)
     elif full > 1:
@@ -52,17 +52,13 @@ def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
             base = fe.builder.mul(chunk, i64(width), flags=("nsw",))
             ChunkEmitter(fe, loop.var, width, base).stmt(loop.body)
     offset = full * width
-    piece = width
-    while tail:
-        piece //= 2
-        if tail < piece:
-            continue
+    for piece in tails:
         if piece == 1:
             with fe.bind(loop.var, i64(offset)):
                 fe.stmt(loop.body)
         else:
             ChunkEmitter(fe, loop.var, piece, i64(offset)).stmt(loop.body)
-        offset, tail = offset + piece, tail - piece
+        offset += piece
 
 
 class ChunkEmitter:

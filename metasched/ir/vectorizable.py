@@ -4,7 +4,7 @@
 loop it refuses as a serial loop, and the schedule verifier (``space.postprocs.VerifyKernel``)
 rejects such a program, so the two can never disagree about which loops vectorize.
 
-``lane_limit`` and ``vector_chunks``: how wide the vector instructions of a loop are and how many
+``lane_limit`` and ``chunk_plan``: how wide the vector instructions of a loop are and how many
 copies of its body code generation emits, which the estimate of a program's compile cost
 (``space.loop_program.UnrolledWork``) counts the same way.
 """
@@ -60,9 +60,9 @@ def lane_limit(loop: For) -> int:
     return dtype_lanes({node.dtype for e in stmt_exprs(loop.body) for node in walk(e)})
 
 
-def vector_chunks(extent: int, width: int) -> int:
-    """The copies of a vectorized loop's body code generation emits: one per full chunk of
-    ``width`` lanes (a loop over them, which LLVM unrolls), then one per power-of-two tail
-    (a one-lane tail is scalar code)."""
+def chunk_plan(extent: int, width: int) -> tuple[int, tuple[int, ...]]:
+    """How code generation splits a vectorized loop of ``extent`` lanes: the number of full
+    chunks of ``width`` lanes (a loop over them, which LLVM unrolls), then the power-of-two
+    tails, widest first (a one-lane tail is scalar code). Each is one copy of the body."""
     full, tail = divmod(extent, width)
-    return full + bin(tail).count("1")
+    return full, tuple(1 << k for k in reversed(range(tail.bit_length())) if tail >> k & 1)

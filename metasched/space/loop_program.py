@@ -33,7 +33,7 @@ from metasched.ir.analysis import free_vars, loads
 from metasched.ir.expr import INDEX, BinOp, Expr, IntImm, Load, Var, node_count
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 from metasched.lower import with_kinds
-from metasched.ir.vectorizable import dtype_lanes, vector_chunks, vector_fallback_reason
+from metasched.ir.vectorizable import chunk_plan, dtype_lanes, vector_fallback_reason
 from metasched.schedule import Schedule
 
 Scope = Mapping[str, Buffer]
@@ -312,7 +312,7 @@ class UnrolledWork:
     """An estimate of the code LLVM must optimise for a program, in expression nodes: every
     statement's own nodes (a store's indices and value, a condition) times the copies code
     generation emits of it. An unrolled loop copies its body once per iteration; a vectorized
-    loop once per chunk (``ir.vectorizable.vector_chunks``: a chunk of 16 float32 lanes or 8
+    loop once per chunk (``ir.vectorizable.chunk_plan``: a chunk of 16 float32 lanes or 8
     float64 ones, as code generation emits them, whatever the host's registers; the width is
     read from the dtypes at the roots of the statement's expressions, so a float32 store of a
     value computed in float64, which code generation emits 8 lanes at a time, counts as 16:
@@ -387,7 +387,8 @@ class UnrolledWork:
                 if kind is ForKind.SERIAL or kind is ForKind.PARALLEL:
                     once.append((name, extent))
                 elif kind is ForKind.VECTORIZED:
-                    nodes *= vector_chunks(extent, lanes)
+                    full, tails = chunk_plan(extent, lanes)
+                    nodes *= full + len(tails)
                 elif kind is ForKind.UNROLLED:
                     nodes *= extent
             parts.append((nodes, tuple(once)))

@@ -15,7 +15,7 @@ from metasched import CodegenOptions, ScheduleError, build, handwritten, workloa
 from metasched.codegen import vector
 from metasched.ir import Buffer, FloatImm, For, ForKind, IfThenElse, IntImm, Load, PrimFunc, Seq, Store, Var
 from metasched.ir import vectorizable
-from metasched.ir.vectorizable import lane_limit, vector_chunks
+from metasched.ir.vectorizable import chunk_plan, lane_limit
 from metasched.ir.analysis import loads, substitute, walk as walk_expr
 from metasched.ir.expr import node_count
 from metasched.lang import assert_outputs_close
@@ -368,19 +368,20 @@ def test_unrolled_work_counts_each_copy_of_each_node():
     assert UnrolledWork.of(serial).total({"i"}) == unrolled_work(unrolled) == 7 * 4 * 3
 
 
-@pytest.mark.parametrize("dtype, extent, chunks", [
-    ("float32", 16, 1), ("float32", 64, 4), ("float32", 40, 3),  # 16 + 16 + 8
-    ("float32", 7, 3), ("float64", 64, 8), ("float64", 20, 3),  # 8 + 8 + 4
+@pytest.mark.parametrize("dtype, extent, plan", [
+    ("float32", 16, (1, ())), ("float32", 64, (4, ())), ("float32", 40, (2, (8,))),
+    ("float32", 7, (0, (4, 2, 1))), ("float64", 64, (8, ())), ("float64", 20, (2, (4,))),
 ])
-def test_unrolled_work_counts_the_vector_chunks_code_generation_emits(dtype, extent, chunks):
+def test_unrolled_work_counts_the_vector_chunks_code_generation_emits(dtype, extent, plan):
     """A vectorized loop is emitted in chunks of 16 float32 lanes or 8 float64 ones (a loop over
     them, which LLVM unrolls), then power-of-two tails: one copy of the body each."""
     a, c = Buffer("A", (4, extent), dtype), Buffer("C", (4, extent), dtype)
     i, j = Var("i"), Var("j")
     store = Store("C", (i, j), Load("A", (i, j), dtype) * Load("A", (i, j), dtype))  # 2 + 7 nodes
     body = For("i", 4, ForKind.UNROLLED, For("j", extent, ForKind.VECTORIZED, store))
-    assert vector_chunks(extent, lane_limit(body.body)) == chunks
-    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 9 * 4 * chunks
+    assert chunk_plan(extent, lane_limit(body.body)) == plan
+    full, tails = plan
+    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 9 * 4 * (full + len(tails))
 
 
 def reversed_parallel(stmt):
