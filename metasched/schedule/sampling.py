@@ -75,6 +75,38 @@ def repair_perfect_tile(extent: int, decision: Sequence[int]) -> list[int]:
     return factors
 
 
+def sample_imperfect_tile(rng: np.random.Generator, extent: int, n: int,
+                          max_innermost_factor: int = 0) -> list[int]:
+    """``n >= 2`` positive factors that cover ``extent`` with at most one partial tile: the
+    innermost ``f`` drawn uniformly from 1 to ``max_innermost_factor`` (to ``extent`` when
+    that is 0 or less, or smaller), the outer ``n - 1`` a perfect tiling of
+    ``ceil(extent / f)`` drawn as ``sample_perfect_tile`` draws one (every tiling equally
+    likely, no bound). Where ``f`` divides ``extent`` the tiling is perfect; otherwise the
+    product overshoots by less than ``f`` and ``split`` guards the last tile.
+
+    What a perfect tiling cannot express: a register tile of 6 rows of a 512-row matrix.
+
+    Raises ``ValueError`` when ``extent`` is below 1 or ``n`` below 2."""
+    if extent < 1 or n < 2:
+        raise ValueError(f"sample_imperfect_tile needs extent >= 1 and n >= 2, got extent={extent}, n={n}")
+    bound = extent if max_innermost_factor <= 0 else min(max_innermost_factor, extent)
+    innermost = int(rng.integers(1, bound + 1))
+    return _spread_all(rng, _factorize(-(-extent // innermost)), n - 1) + [innermost]
+
+
+def repair_imperfect_tile(extent: int, decision: Sequence[int]) -> list[int]:
+    """``decision`` made to fit a loop of ``extent`` as ``sample_imperfect_tile`` tiles it: the
+    innermost factor stays (cut to ``extent`` if larger) and the outer ones are repaired
+    (``repair_perfect_tile``) to tile ``ceil(extent / innermost)``. A decision that fits
+    comes back unchanged, and repairing twice is repairing once."""
+    factors = [int(f) for f in decision]
+    if extent < 1 or len(factors) < 2 or min(factors) < 1:
+        raise ValueError(f"cannot repair tile {factors} for extent {extent}: "
+                         "need extent >= 1 and at least two factors, all positive")
+    innermost = min(factors[-1], extent)
+    return repair_perfect_tile(-(-extent // innermost), factors[:-1]) + [innermost]
+
+
 def sample_categorical(rng: np.random.Generator, probs: Sequence[float]) -> int:
     """The index of one of ``probs``, drawn with those weights (they need not sum to exactly 1).
 

@@ -560,6 +560,32 @@ class Schedule:
         outs = [self._new(ExprRV, int(f)) for f in factors]
         return Decided(outs, tuple(factors))
 
+    @primitive("SampleImperfectTile", pure=True, count=_tile_count)
+    def sample_imperfect_tile(self, loop: LoopRV, *, n: int, max_innermost_factor: int = 16,
+                              decision: Optional[Sequence[int]] = None) -> Decided[list[ExprRV]]:
+        """``n >= 2`` factors that cover the loop with at most one partial tile: the
+        innermost any integer from 1 to ``max_innermost_factor`` (0 or less: to the extent),
+        the outer ones a perfect tiling of ``ceil(extent / innermost)``. ``split`` by them
+        guards the partial tile: ``[86, 6]`` for a loop of 512 runs 516 iterations, the last
+        4 skipped. A given ``decision`` that no longer fits the loop is repaired (see
+        ``sampling.repair_imperfect_tile``)."""
+        iv, _ = self._loop(loop, "sample_imperfect_tile")
+        if not is_int(n) or not 2 <= n <= MAX_TILE_LEVELS:
+            raise ScheduleError(f"sample_imperfect_tile: n must be an integer from 2 to {MAX_TILE_LEVELS}, "
+                                f"got {n!r}")
+        if not is_int(max_innermost_factor):
+            raise ScheduleError(f"sample_imperfect_tile: max_innermost_factor must be an integer "
+                                f"(0 or less: no limit), got {max_innermost_factor!r}")
+        if decision is None:
+            factors = sampling.sample_imperfect_tile(self.rng, iv.extent, n, max_innermost_factor)
+        else:
+            if not isinstance(decision, (list, tuple)) or len(decision) != n or \
+                    any(not is_int(f) or f < 1 for f in decision):
+                raise ScheduleError(f"sample_imperfect_tile: decision {decision!r} is not {n} positive integers")
+            factors = sampling.repair_imperfect_tile(iv.extent, [int(f) for f in decision])
+        outs = [self._new(ExprRV, int(f)) for f in factors]
+        return Decided(outs, tuple(factors))
+
     @primitive("SampleCategorical", pure=True)
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
                            decision: Optional[int] = None) -> Decided[ExprRV]:

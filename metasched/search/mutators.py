@@ -8,7 +8,8 @@ replays the mutant's sampling part and runs the space's postprocessors again, an
 ``ScheduleError`` drops it. Map of this file:
 
 * ``Mutator``, the extension point;
-* ``MutateTileSize``: a factor moved between two tiles of a ``sample_perfect_tile``;
+* ``MutateTileSize``: a factor moved between two tiles of a ``sample_perfect_tile``, or
+  the innermost tile of a ``sample_imperfect_tile`` changed;
 * ``MutateUnroll``, ``MutateParallel``: another candidate of the ``sample_categorical`` that an
   unroll or parallel annotation takes its value from (``_annotation_samples``); the parallel
   one keeps only limits that parallelise other loops (``_parallel_plans``);
@@ -65,7 +66,15 @@ class MutateTileSize(Mutator):
     MetaSchedule draws the two positions, then ``d``, and draws the positions again while
     the innermost one cannot take any ``d`` (giving up at once for two factors). Drawing the
     pair uniformly among those that can move a factor is that distribution without retries,
-    and never gives up while a move exists; a decision that has none is never chosen."""
+    and never gives up while a move exists; a decision that has none is never chosen.
+
+    A ``sample_imperfect_tile`` (not in MetaSchedule) is chosen alongside them. Its outer
+    factors tile ``ceil(extent / innermost)`` perfectly and move as above among themselves;
+    its innermost factor changes to another value from 1 to ``max_innermost_factor``, drawn
+    uniformly as the sampler draws it, with the chance a pair of positions has to involve
+    the innermost one (``2 / n`` of ``n`` factors), or always when the outer ones cannot
+    move. Replay repairs the outer factors to the new innermost
+    (``sampling.repair_imperfect_tile``)."""
 
     def apply(self, trace: Trace, rng: np.random.Generator) -> Optional[Trace]:
         choices = []
@@ -73,16 +82,49 @@ class MutateTileSize(Mutator):
             inst = trace[index]
             if inst.kind == "SamplePerfectTile" and _has_move(decision, _attr(inst, "max_innermost_factor")):
                 choices.append((index, decision, _attr(inst, "max_innermost_factor")))
+            elif inst.kind == "SampleImperfectTile" and (_has_move(decision[:-1], 0) or _can_change_innermost(
+                    decision, _innermost_bound(decision, _attr(inst, "max_innermost_factor")))):
+                choices.append((index, decision, _attr(inst, "max_innermost_factor")))
         if not choices:
             return None
         index, tiles, max_innermost_factor = choices[rng.integers(len(choices))]
-        moves = tile_moves(tiles, max_innermost_factor)
-        source, target, divisors = moves[rng.integers(len(moves))]
-        factor = divisors[rng.integers(len(divisors))]
-        mutated = list(tiles)
-        mutated[source] //= factor
-        mutated[target] *= factor
-        return trace.with_decision(index, mutated)
+        if trace[index].kind == "SampleImperfectTile":
+            return trace.with_decision(index, _imperfect_mutant(tiles, max_innermost_factor, rng))
+        return trace.with_decision(index, _moved(tiles, tile_moves(tiles, max_innermost_factor), rng))
+
+
+def _moved(tiles: tuple[int, ...], moves: tuple, rng: np.random.Generator) -> list[int]:
+    """``tiles`` after one of ``moves`` (``tile_moves``), drawn uniformly, with a divisor
+    drawn uniformly."""
+    source, target, divisors = moves[rng.integers(len(moves))]
+    factor = divisors[rng.integers(len(divisors))]
+    mutated = list(tiles)
+    mutated[source] //= factor
+    mutated[target] *= factor
+    return mutated
+
+
+def _imperfect_mutant(tiles: tuple[int, ...], max_innermost_factor: int, rng: np.random.Generator) -> list[int]:
+    """A ``sample_imperfect_tile`` decision mutated (see ``MutateTileSize``)."""
+    outer, innermost = tiles[:-1], tiles[-1]
+    bound = _innermost_bound(tiles, max_innermost_factor)
+    outer_moves = tile_moves(outer, 0) if len(outer) >= 2 else ()
+    if _can_change_innermost(tiles, bound) and (not outer_moves or rng.random() < 2 / len(tiles)):
+        if innermost > bound:
+            return [*outer, int(rng.integers(1, bound + 1))]
+        other = int(rng.integers(1, bound))  # uniform over 1..bound but the current value
+        return [*outer, other + (other >= innermost)]
+    return [*_moved(outer, outer_moves, rng), innermost]
+
+
+def _innermost_bound(tiles: tuple[int, ...], max_innermost_factor: int) -> int:
+    """The largest innermost factor of a ``sample_imperfect_tile``: ``max_innermost_factor``,
+    or with no limit (0 or less) the most the loop can have (the product of the factors)."""
+    return max_innermost_factor if max_innermost_factor > 0 else math.prod(tiles)
+
+
+def _can_change_innermost(tiles: tuple[int, ...], bound: int) -> bool:
+    return bound >= 2 or tiles[-1] > bound
 
 
 @functools.lru_cache(maxsize=4096)

@@ -45,12 +45,18 @@ class MultiLevelTiling(ScheduleRule):
 
     * ``structure``: the tile levels, outer to inner (``S`` spatial, ``R`` reduction).
     * ``max_innermost_factor``: the largest innermost tile a ``sample_perfect_tile`` may draw.
+    * ``max_imperfect_innermost``: above 0, every spatial loop but the block's last is tiled
+      by ``sample_imperfect_tile`` with its innermost tile (a row count of the register
+      tile) from 1 to this, any integer: 6 rows of a 512-row matmul, which no perfect tile
+      makes. The last spatial loop (the one vectorized when its accesses are contiguous)
+      keeps perfect tiles. 0 (the default): perfect tiles only, MetaSchedule's space.
     * ``fuse_consumer_levels``: the levels after which an element-wise consumer is fused.
     * ``cache_write_levels``: the levels after which the write cache is copied out.
     * ``cache_scope``: the write cache's scope (``"local"``: a tile-sized array)."""
 
     structure: str = "SSRSRS"
     max_innermost_factor: int = 64
+    max_imperfect_innermost: int = 0
     fuse_consumer_levels: tuple[int, ...] = (1, 2)
     cache_write_levels: tuple[int, ...] = (1, 2)
     cache_scope: str = "local"
@@ -62,6 +68,10 @@ class MultiLevelTiling(ScheduleRule):
         if isinstance(self.max_innermost_factor, bool) or not isinstance(self.max_innermost_factor, int):
             raise ValueError(f"MultiLevelTiling: max_innermost_factor must be an integer (0 or less: no "
                              f"limit), got {self.max_innermost_factor!r}")
+        if isinstance(self.max_imperfect_innermost, bool) or not isinstance(self.max_imperfect_innermost, int) \
+                or self.max_imperfect_innermost < 0:
+            raise ValueError(f"MultiLevelTiling: max_imperfect_innermost must be an integer >= 0 (0: perfect "
+                             f"tiles only), got {self.max_imperfect_innermost!r}")
         if self.cache_scope not in SCOPES:
             raise ValueError(f"MultiLevelTiling: cache_scope must be one of {SCOPES}, got {self.cache_scope!r}")
 
@@ -78,12 +88,17 @@ class MultiLevelTiling(ScheduleRule):
         level keeps its loop whole) and reorder the block's loops level by level."""
         positions = {kind: [k for k, letter in enumerate(self.structure) if letter == kind] for kind in "SR"}
         tiles: Tiles = [[] for _ in self.structure]
-        for loop, loop_info in zip(sch.get_loops(block), info.loops):
+        spatial = [k for k, loop_info in enumerate(info.loops) if not loop_info.is_reduction]
+        for k, (loop, loop_info) in enumerate(zip(sch.get_loops(block), info.loops)):
             levels = positions["R" if loop_info.is_reduction else "S"]
             if len(levels) == 1:
                 tiles[levels[0]].append(loop)
                 continue
-            factors = sch.sample_perfect_tile(loop, n=len(levels), max_innermost_factor=self.max_innermost_factor)
+            if self.max_imperfect_innermost and k in spatial[:-1]:
+                factors = sch.sample_imperfect_tile(loop, n=len(levels),
+                                                    max_innermost_factor=self.max_imperfect_innermost)
+            else:
+                factors = sch.sample_perfect_tile(loop, n=len(levels), max_innermost_factor=self.max_innermost_factor)
             for level, part in zip(levels, sch.split(loop, factors)):
                 tiles[level].append(part)
         sch.reorder(*(loop for tile in tiles for loop in tile))

@@ -23,7 +23,7 @@ def every_kind(wl):
     i, j, k = sch.get_loops(c)
     ti = sch.sample_perfect_tile(i, n=2, max_innermost_factor=8)
     i0, i1 = sch.split(i, ti)
-    j0, j1 = sch.split(j, [None, 4])
+    j0, j1 = sch.split(j, sch.sample_imperfect_tile(j, n=2, max_innermost_factor=6))
     sch.reorder(i0, j0, i1, j1)
     partial = sch.rfactor(k, 0)
     cache = sch.cache_read(partial, 0, "global")
@@ -57,7 +57,7 @@ def test_every_kind_is_derived_from_its_method():
         assert kind.sampling == ("decision" in inspect.signature(method).parameters), kind.name
         assert KINDS_BY_METHOD[kind.method] is kind
     assert {k.name for k in KINDS.values() if k.sampling} == {
-        "SamplePerfectTile", "SampleCategorical", "SampleComputeLocation"}
+        "SamplePerfectTile", "SampleImperfectTile", "SampleCategorical", "SampleComputeLocation"}
 
 
 def test_a_trace_using_every_kind_round_trips_through_text_json_and_replay():

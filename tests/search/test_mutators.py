@@ -67,7 +67,8 @@ def role(trace: Trace, index: int) -> str:
     of an unroll or parallel annotation."""
     inst = trace[index]
     if inst.kind != "SampleCategorical":
-        return {"SamplePerfectTile": "tile", "SampleComputeLocation": "compute_location"}[inst.kind]
+        return {"SamplePerfectTile": "tile", "SampleImperfectTile": "tile",
+                "SampleComputeLocation": "compute_location"}[inst.kind]
     keys = {later.attrs[0] for later in trace.insts[index + 1:]
             if later.kind == "Annotate" and later.inputs[1] == inst.outputs[0]}
     assert len(keys) == 1
@@ -120,9 +121,43 @@ def test_tile_mutants_keep_the_extent_and_the_innermost_bound(name):
     for parent, mutant, index in mutants(name, "tile", range(5)):
         before, after = parent.decisions[index], mutant.decisions[index]
         limit = parent[index].attrs[1]
-        assert math.prod(after) == math.prod(before) and after != before
-        assert sum(a != b for a, b in zip(before, after)) == 2  # one factor moved
-        assert limit <= 0 or after[-1] <= max(limit, before[-1])
+        if parent[index].kind == "SamplePerfectTile":
+            assert math.prod(after) == math.prod(before) and after != before
+            assert sum(a != b for a, b in zip(before, after)) == 2  # one factor moved
+            assert limit <= 0 or after[-1] <= max(limit, before[-1])
+        elif after[-1] == before[-1]:  # a factor moved between the outer tiles
+            assert math.prod(after) == math.prod(before) and sum(a != b for a, b in zip(before, after)) == 2
+        else:  # another innermost tile, within the bound; replay repairs the outer ones
+            assert after[:-1] == before[:-1] and 1 <= after[-1] <= limit
+
+
+@pytest.mark.parametrize("name", ["batch_matmul", "conv2d_bias_relu", "dense_bias_relu", "matmul_relu"])
+def test_the_rows_of_a_tiled_block_are_mutated_both_ways(name):
+    """The default space tiles all spatial loops of a tiled block but the last imperfectly:
+    the mutator moves their outer factors and changes their innermost ones."""
+    ways = collections.Counter()
+    for parent, mutant, index in mutants(name, "tile", range(30)):
+        if parent[index].kind == "SampleImperfectTile":
+            ways["innermost" if mutant.decisions[index][-1] != parent.decisions[index][-1] else "outer"] += 1
+    assert ways["innermost"] > 0 and ways["outer"] > 0, ways
+
+
+@given(extent=st.integers(1, 720), n=st.integers(2, 4), limit=st.sampled_from([0, 1, 2, 6, 16]),
+       seed=st.integers(0, 2**32 - 1))
+def test_an_imperfect_tile_mutant_replays_to_a_tiling_that_covers_the_loop(extent, n, limit, seed):
+    sch = Schedule(workloads.get("reduce_cols", M=1, N=extent), seed)
+    loop = sch.get_loops(sch.get_block("S"))[0]
+    sch.split(loop, sch.sample_imperfect_tile(loop, n=n, max_innermost_factor=limit))
+    parent = sch.trace
+    (index, tiles), = parent.decisions.items()
+    mutant = MutateTileSize().apply(parent, np.random.default_rng(seed))
+    if mutant is None:  # nothing else to be: one iteration, or one innermost value and one outer tile
+        assert extent == 1 or (n == 2 and limit == 1)
+        return
+    again = replay(sch.workload, mutant).trace.decisions[index]
+    inner = again[-1]
+    assert math.prod(again[:-1]) == -(-extent // inner) and inner <= (limit if limit > 0 else extent)
+    assert again != tiles or mutant.decisions[index][-1] > extent  # a change, unless cut back to the extent
 
 
 def tilings(extent: int, n: int):
