@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from metasched.schedule.sampling import (repair_compute_location, repair_perfect_tile, sample_categorical,
-                                         sample_perfect_tile)
+from metasched.schedule.sampling import (repair_compute_location, repair_imperfect_tile, repair_perfect_tile,
+                                         sample_categorical, sample_imperfect_tile, sample_perfect_tile)
 
 extents = st.integers(1, 5000)
 seeds = st.integers(0, 2**32 - 1)
@@ -96,6 +96,68 @@ def test_repair_keeps_a_decision_that_fits(seed, extent, n):
 def test_repair_rejects_non_positive_factors():
     with pytest.raises(ValueError):
         repair_perfect_tile(8, [0, 8])
+
+
+# ------------------------------------------------------------------------- sample_imperfect_tile
+
+def covers_with_one_partial_tile(extent: int, factors: list[int]) -> bool:
+    """The outer factors tile ceil(extent / innermost) perfectly: the product overshoots the
+    extent by less than one innermost tile, so only the last tile is partial."""
+    innermost = factors[-1]
+    return (all(type(f) is int and f >= 1 for f in factors) and innermost <= extent
+            and math.prod(factors[:-1]) == -(-extent // innermost))
+
+
+@given(seeds, extents, st.integers(2, 5), st.integers(-1, 64))
+def test_imperfect_tile_covers_the_extent_with_one_partial_tile(seed, extent, n, max_innermost):
+    factors = sample_imperfect_tile(np.random.default_rng(seed), extent, n, max_innermost)
+    assert len(factors) == n and covers_with_one_partial_tile(extent, factors)
+    assert max_innermost <= 0 or factors[-1] <= max_innermost
+    assert sample_imperfect_tile(np.random.default_rng(seed), extent, n, max_innermost) == factors
+
+
+def test_imperfect_tile_draws_every_innermost_equally_and_then_a_perfect_tiling_of_the_rest():
+    counts = _frequencies(lambda rng: sample_imperfect_tile(rng, 512, 2, max_innermost_factor=6)[-1:])
+    assert set(counts) == {(1,), (2,), (3,), (4,), (5,), (6,)}
+    assert all(850 < c < 1150 for c in counts.values())  # 1000 each expected
+    # Innermost 6 leaves 86 = 2 x 43: four tilings in two factors, each as likely.
+    counts = _frequencies(lambda rng: sample_imperfect_tile(rng, 512, 3, max_innermost_factor=6), times=12000)
+    sixes = {t: c for t, c in counts.items() if t[-1] == 6}
+    assert set(sixes) == {(86, 1, 6), (43, 2, 6), (2, 43, 6), (1, 86, 6)}
+    assert all(380 < c < 620 for c in sixes.values())  # 500 each expected
+    # No bound, or one past the extent: up to the extent.
+    assert {sample_imperfect_tile(np.random.default_rng(s), 5, 2, bound)[-1] for s in range(200)
+            for bound in (0, 9)} == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.parametrize("extent, n", [(0, 2), (8, 1), (8, 0)])
+def test_imperfect_tile_rejects_impossible_requests(extent, n):
+    with pytest.raises(ValueError):
+        sample_imperfect_tile(np.random.default_rng(0), extent, n, 16)
+
+
+@pytest.mark.parametrize("extent, decision, repaired", [
+    (512, [2, 43, 1, 6], [2, 43, 1, 6]),   # fits: unchanged
+    (512, [2, 43, 1, 8], [1, 64, 1, 8]),   # another innermost: the outer ones tile 64 (43 takes it all)
+    (500, [2, 43, 1, 6], [1, 84, 1, 6]),   # the loop shrank: ceil(500 / 6) = 84
+    (5, [1, 1, 8], [1, 1, 5]),             # innermost beyond the extent: the extent
+])
+def test_repair_imperfect_tile_examples(extent, decision, repaired):
+    assert repair_imperfect_tile(extent, decision) == repaired
+
+
+@given(extents, st.lists(st.integers(1, 64), min_size=2, max_size=5))
+def test_repair_imperfect_tile_covers_and_is_idempotent(extent, decision):
+    repaired = repair_imperfect_tile(extent, decision)
+    assert len(repaired) == len(decision) and covers_with_one_partial_tile(extent, repaired)
+    assert repaired[-1] == min(decision[-1], extent)
+    assert repair_imperfect_tile(extent, repaired) == repaired
+
+
+@pytest.mark.parametrize("decision", [[0, 8], [8], []])
+def test_repair_imperfect_tile_rejects_what_cannot_be_a_tiling(decision):
+    with pytest.raises(ValueError):
+        repair_imperfect_tile(8, decision)
 
 
 # --------------------------------------------------------------------------- sample_categorical

@@ -190,3 +190,37 @@ def test_trace_is_a_sequence_of_instructions(matmul):
 def test_trace_parse_wants_text(text):
     with pytest.raises(TraceError, match="Trace.parse needs the trace's text as a str"):
         Trace.parse(text)
+
+
+def test_sample_imperfect_tile_refuses_bad_arguments_and_decisions(matmul):
+    sch = Schedule(matmul)
+    with pytest.raises(ScheduleError, match="sample_imperfect_tile: n must be an integer from 2 to 64, got 1"):
+        sch.sample_imperfect_tile(split_i(sch), n=1)
+    with pytest.raises(ScheduleError, match="max_innermost_factor must be an integer"):
+        sch.sample_imperfect_tile(split_i(sch), n=2, max_innermost_factor=6.5)
+    with pytest.raises(ScheduleError, match=r"decision \[6\] is not 2 positive integers"):
+        sch.sample_imperfect_tile(split_i(sch), n=2, decision=[6])
+    with pytest.raises(ScheduleError, match=r"decision \[0, 6\] is not 2 positive integers"):
+        sch.sample_imperfect_tile(split_i(sch), n=2, decision=[0, 6])
+
+
+@given(m=st.integers(1, 40), n=st.integers(2, 4), bound=st.sampled_from([0, 3, 6, 16]), seed=st.integers(0, 2**32 - 1))
+def test_split_by_an_imperfect_tile_is_accepted_and_computes_the_reference(m, n, bound, seed):
+    wl = workloads.get("matmul", M=m, N=6, K=5)
+    sch = Schedule(wl, seed)
+    i = split_i(sch)
+    factors = sch.sample_imperfect_tile(i, n=n, max_innermost_factor=bound)
+    loops = sch.split(i, factors)
+    sch.unroll(loops[-1])
+    innermost = sch.get(factors[-1])
+    assert math.prod(sch.get(f) for f in factors) - m < innermost  # one partial tile at most
+    assert_equivalent(sch, seed % 1000)
+
+
+def test_a_stale_imperfect_tile_is_repaired_on_replay():
+    sch = Schedule(workloads.get("matmul", M=512, N=8, K=8))
+    i = split_i(sch)
+    sch.split(i, sch.sample_imperfect_tile(i, n=3, max_innermost_factor=16, decision=[2, 43, 6]))
+    again = replay(workloads.get("matmul", M=500, N=8, K=8), sch.trace)
+    assert list(again.trace.decisions.values()) == [(1, 84, 6)]  # ceil(500 / 6) = 84: 43 no longer divides it
+    assert_equivalent(again)

@@ -9,6 +9,7 @@ golden files with ``METASCHED_UPDATE_GOLDEN=1 python -m pytest tests/space/test_
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -229,10 +230,23 @@ def test_tiling_options():
                .generate(wl)) == 1
 
 
+def test_imperfect_tiles_for_every_spatial_loop_but_the_last():
+    rule = MultiLevelTiling(max_imperfect_innermost=6, fuse_consumer_levels=(), cache_write_levels=())
+    (sketch,) = PostOrderApply(rules=[rule]).generate(workloads.get("batch_matmul"))
+    kinds = [(inst.kind, inst.attrs) for inst in sketch.trace if inst.kind.startswith("Sample")]
+    # b and i imperfect (innermost up to 6), j perfect (up to 64), k in two perfect levels.
+    assert kinds == [("SampleImperfectTile", (4, 6))] * 2 + [("SamplePerfectTile", (4, 64)),
+                                                              ("SamplePerfectTile", (2, 64))]
+    small = workloads.get("batch_matmul", **SMALL_PARAMS["batch_matmul"])
+    for seed in range(5):
+        assert_equivalent(PostOrderApply(rules=[rule]).sample(small, np.random.default_rng(seed)))
+
+
 @pytest.mark.parametrize("arguments", [
     dict(structure=""), dict(structure="SSS"), dict(structure="RR"), dict(structure="SSXRS"), dict(structure=3),
     dict(fuse_consumer_levels=(3,)), dict(cache_write_levels=(0,)), dict(structure="SRSRS"),
     dict(cache_write_levels=2), dict(max_innermost_factor="64"), dict(cache_scope="shared"),
+    dict(max_imperfect_innermost=-1), dict(max_imperfect_innermost=True), dict(max_imperfect_innermost=6.0),
 ])
 def test_tiling_refuses_bad_arguments(arguments):
     with pytest.raises(ValueError, match="MultiLevelTiling"):
