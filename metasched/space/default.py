@@ -32,8 +32,8 @@ def cpu_default() -> PostOrderApply:
         rules=[
             AutoInline(into_producer=False, into_consumer=True, disallow_if_then_else=True, disallow_ops=()),
             AddRFactor(max_jobs_per_core=16, max_innermost_factor=64, num_cores=None),
-            MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, max_imperfect_innermost=16,
-                             fuse_consumer_levels=(1, 2), cache_write_levels=(1, 2), cache_scope="local"),
+            MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, fuse_consumer_levels=(1, 2),
+                             cache_write_levels=(1, 2), cache_scope="local"),
             ContiguousReduction(),
             ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,
                                        unroll_max_steps=(0, 16, 64, 512), unroll_explicit=True, num_cores=None),
