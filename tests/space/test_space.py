@@ -90,6 +90,30 @@ def test_every_design_space_replays_and_samples_replay_to_themselves(name):
         assert "EnterPostproc" not in {inst.kind for inst in cut.trace}
 
 
+def with_imperfect_rows(space, bound: int = 8):
+    """``space`` with MultiLevelTiling tiling the rows of its blocks imperfectly."""
+    space.rules = [dataclasses.replace(r, max_imperfect_innermost=bound) if hasattr(r, "max_imperfect_innermost")
+                   else r for r in space.rules]
+    return space
+
+
+@pytest.mark.parametrize("name", ["batch_matmul", "conv2d_bias_relu", "dense_bias_relu", "matmul_relu"])
+def test_samples_with_imperfect_rows_compute_the_reference(name):
+    """The default stack with partial register tiles (guarded by ``split``), post-processed:
+    mostly valid, and every valid sample correct."""
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    space, rng = with_imperfect_rows(cpu_default()), np.random.default_rng(3)
+    imperfect = 0
+    for _ in range(12):
+        try:
+            sch = space.sample(wl, rng)
+        except ScheduleError:
+            continue
+        imperfect += "sample_imperfect_tile" in str(sch.trace)
+        assert_equivalent(sch)
+    assert imperfect >= 10
+
+
 @given(text=workload_texts(), data=st.data())
 def test_random_workloads_sample_only_schedule_errors_and_correct_programs(text, data):
     wl = parse(text)
