@@ -539,12 +539,7 @@ class Schedule:
         """``n`` factors whose product is exactly the loop's extent, the innermost at most
         ``max_innermost_factor``. A given ``decision`` that no longer fits the loop is
         repaired by MetaSchedule's rule (see ``sampling.repair_perfect_tile``)."""
-        iv, _ = self._loop(loop, "sample_perfect_tile")
-        if not is_int(n) or not 1 <= n <= MAX_TILE_LEVELS:
-            raise ScheduleError(f"sample_perfect_tile: n must be an integer from 1 to {MAX_TILE_LEVELS}, got {n!r}")
-        if not is_int(max_innermost_factor):
-            raise ScheduleError(f"sample_perfect_tile: max_innermost_factor must be an integer "
-                                f"(0 or less: no limit), got {max_innermost_factor!r}")
+        iv = self._tile_loop(loop, "sample_perfect_tile", n, 1, max_innermost_factor, decision)
         if decision is None and n == 1 and 0 < max_innermost_factor < iv.extent:
             raise ScheduleError(
                 f"sample_perfect_tile: with n=1 the one factor is the whole extent {iv.extent} of loop {loop} "
@@ -553,12 +548,8 @@ class Schedule:
         if decision is None:
             factors = sampling.sample_perfect_tile(self.rng, iv.extent, n, max_innermost_factor)
         else:
-            if not isinstance(decision, (list, tuple)) or len(decision) != n or \
-                    any(not is_int(f) or f < 1 for f in decision):
-                raise ScheduleError(f"sample_perfect_tile: decision {decision!r} is not {n} positive integers")
             factors = sampling.repair_perfect_tile(iv.extent, [int(f) for f in decision])
-        outs = [self._new(ExprRV, int(f)) for f in factors]
-        return Decided(outs, tuple(factors))
+        return Decided([self._new(ExprRV, int(f)) for f in factors], tuple(factors))
 
     @primitive("SampleImperfectTile", pure=True, count=_tile_count)
     def sample_imperfect_tile(self, loop: LoopRV, *, n: int, max_innermost_factor: int = 16,
@@ -569,22 +560,28 @@ class Schedule:
         guards the partial tile: ``[86, 6]`` for a loop of 512 runs 516 iterations, the last
         4 skipped. A given ``decision`` that no longer fits the loop is repaired (see
         ``sampling.repair_imperfect_tile``)."""
-        iv, _ = self._loop(loop, "sample_imperfect_tile")
-        if not is_int(n) or not 2 <= n <= MAX_TILE_LEVELS:
-            raise ScheduleError(f"sample_imperfect_tile: n must be an integer from 2 to {MAX_TILE_LEVELS}, "
-                                f"got {n!r}")
-        if not is_int(max_innermost_factor):
-            raise ScheduleError(f"sample_imperfect_tile: max_innermost_factor must be an integer "
-                                f"(0 or less: no limit), got {max_innermost_factor!r}")
+        iv = self._tile_loop(loop, "sample_imperfect_tile", n, 2, max_innermost_factor, decision)
         if decision is None:
             factors = sampling.sample_imperfect_tile(self.rng, iv.extent, n, max_innermost_factor)
         else:
-            if not isinstance(decision, (list, tuple)) or len(decision) != n or \
-                    any(not is_int(f) or f < 1 for f in decision):
-                raise ScheduleError(f"sample_imperfect_tile: decision {decision!r} is not {n} positive integers")
             factors = sampling.repair_imperfect_tile(iv.extent, [int(f) for f in decision])
-        outs = [self._new(ExprRV, int(f)) for f in factors]
-        return Decided(outs, tuple(factors))
+        return Decided([self._new(ExprRV, int(f)) for f in factors], tuple(factors))
+
+    def _tile_loop(self, loop: LoopRV, where: str, n: object, least_n: int, max_innermost_factor: object,
+                   decision: object) -> IterVar:
+        """The loop a tile-sampling instruction tiles, after the checks its arguments share:
+        ``n`` from ``least_n`` to ``MAX_TILE_LEVELS``, an integer bound, and a given decision
+        of ``n`` positive integers."""
+        iv, _ = self._loop(loop, where)
+        if not is_int(n) or not least_n <= n <= MAX_TILE_LEVELS:
+            raise ScheduleError(f"{where}: n must be an integer from {least_n} to {MAX_TILE_LEVELS}, got {n!r}")
+        if not is_int(max_innermost_factor):
+            raise ScheduleError(f"{where}: max_innermost_factor must be an integer (0 or less: no limit), "
+                                f"got {max_innermost_factor!r}")
+        if decision is not None and (not isinstance(decision, (list, tuple)) or len(decision) != n
+                                     or any(not is_int(f) or f < 1 for f in decision)):
+            raise ScheduleError(f"{where}: decision {decision!r} is not {n} positive integers")
+        return iv
 
     @primitive("SampleCategorical", pure=True)
     def sample_categorical(self, candidates: Sequence[int], probs: Sequence[float],
