@@ -1,6 +1,7 @@
 """tune(): faults cost one trial each, the same seed gives the same proposals, a database
 resumes without measuring a program twice and survives a SIGKILL, records of another CPU are
 never the best, and two processes can tune into one database at once."""
+import dataclasses
 import functools
 import json
 import os
@@ -81,6 +82,24 @@ def test_a_database_resumes_and_replays_to_the_same_best(tmp_path, wl):
     assert done.history == [] and done.best_record == best == rest.best_record
     kernel = metasched.build(wl, database=path)
     assert str(kernel.func) == str(replay(wl, best.trace).lower())
+    x = wl.random_inputs(seed=1)
+    metasched.assert_outputs_close(wl, kernel(*x, poison=True), wl.reference(*x))
+
+
+def test_evolutionary_search_in_a_space_with_imperfect_tiles(tmp_path):
+    """A space whose tiled rows are sampled by sample_imperfect_tile, end to end: evolutionary
+    search mutates them, every trial is checked against the reference, and the best replays
+    from the database into a correct kernel."""
+    wl = workloads.get("matmul_relu", M=30, N=32, K=16)
+    space = cpu_default()
+    space.rules = [dataclasses.replace(r, max_imperfect_innermost=8) if hasattr(r, "max_imperfect_innermost")
+                   else r for r in space.rules]
+    path = tmp_path / "tuning.db"
+    result = tune(wl, trials=24, database=path, seed=2, space=space, batch_size=8)
+    assert len(result.history) == 24 and not result.failures
+    assert all("sample_imperfect_tile" in str(t.trace) for t in result.history)
+    kernel = metasched.build(wl, database=path)
+    assert str(kernel.func) == str(replay(wl, result.best_trace).lower())
     x = wl.random_inputs(seed=1)
     metasched.assert_outputs_close(wl, kernel(*x, poison=True), wl.reference(*x))
 
