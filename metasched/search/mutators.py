@@ -124,6 +124,8 @@ def _innermost_bound(tiles: tuple[int, ...], max_innermost_factor: int) -> int:
 
 
 def _can_change_innermost(tiles: tuple[int, ...], bound: int) -> bool:
+    """Whether the innermost factor has another value to take: two values within the bound,
+    or a recorded one beyond it (written by hand) that the bound brings back."""
     return bound >= 2 or tiles[-1] > bound
 
 
