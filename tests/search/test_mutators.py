@@ -133,12 +133,19 @@ def test_tile_mutants_keep_the_extent_and_the_innermost_bound(name):
 
 @pytest.mark.parametrize("name", ["batch_matmul", "conv2d_bias_relu", "dense_bias_relu", "matmul_relu"])
 def test_the_rows_of_a_tiled_block_are_mutated_both_ways(name):
-    """The default space tiles all spatial loops of a tiled block but the last imperfectly:
+    """In a space whose tiled blocks have imperfect rows (every spatial loop but the last),
     the mutator moves their outer factors and changes their innermost ones."""
-    ways = collections.Counter()
-    for parent, mutant, index in mutants(name, "tile", range(30)):
-        if parent[index].kind == "SampleImperfectTile":
-            ways["innermost" if mutant.decisions[index][-1] != parent.decisions[index][-1] else "outer"] += 1
+    space = host_free_space()
+    space.rules = [dataclasses.replace(r, max_imperfect_innermost=8) if hasattr(r, "max_imperfect_innermost")
+                   else r for r in space.rules]
+    rng, ways = np.random.default_rng(0), collections.Counter()
+    for parent in (space.sample(workload(name), rng).trace for _ in range(6)):
+        for seed in range(30):
+            mutant = MutateTileSize().apply(parent, np.random.default_rng(seed))
+            index = changed(parent, mutant)
+            if parent[index].kind == "SampleImperfectTile":
+                before, after = parent.decisions[index], mutant.decisions[index]
+                ways["innermost" if after[-1] != before[-1] else "outer"] += 1
     assert ways["innermost"] > 0 and ways["outer"] > 0, ways
 
 
