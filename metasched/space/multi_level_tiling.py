@@ -52,8 +52,8 @@ class MultiLevelTiling(ScheduleRule):
       keeps perfect tiles. 0 (the default): perfect tiles only, MetaSchedule's space.
       ``cpu_default`` keeps 0: on matmul_relu 512 (znver3, AVX2, 8 seeds of 64 trials) the
       best kernels ran at 0.87 of the hand-written 6 x 16 tile's speed (geometric mean) with
-      perfect tiles, 0.87 with rows up to 8 and 0.78 with rows up to 16 (runs settled on 12
-      to 16 rows, which spill); at 128 trials, 0.86 with perfect tiles and 0.91 with rows up
+      perfect tiles, 0.87 with rows up to 8 and 0.78 with rows up to 16 (the worst run settled
+      on 12 to 16 rows, which spill); at 128 trials, 0.86 with perfect tiles and 0.91 with rows up
       to 8 (5 of 8 seeds won, within the spread of the seeds).
     * ``fuse_consumer_levels``: the levels after which an element-wise consumer is fused.
     * ``cache_write_levels``: the levels after which the write cache is copied out.
