@@ -12,7 +12,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from conftest import SMALL_PARAMS
+from conftest import SMALL_PARAMS, with_imperfect_rows
 from metasched import Schedule, replay, workloads
 from metasched.schedule import Trace, analysis
 from metasched.search.mutators import (MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll, Mutator,
@@ -135,9 +135,7 @@ def test_tile_mutants_keep_the_extent_and_the_innermost_bound(name):
 def test_the_rows_of_a_tiled_block_are_mutated_both_ways(name):
     """In a space whose tiled blocks have imperfect rows (every spatial loop but the last),
     the mutator moves their outer factors and changes their innermost ones."""
-    space = host_free_space()
-    space.rules = [dataclasses.replace(r, max_imperfect_innermost=8) if hasattr(r, "max_imperfect_innermost")
-                   else r for r in space.rules]
+    space = with_imperfect_rows(host_free_space())
     rng, ways = np.random.default_rng(0), collections.Counter()
     for parent in (space.sample(workload(name), rng).trace for _ in range(6)):
         for seed in range(30):

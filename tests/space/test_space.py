@@ -15,7 +15,7 @@ from metasched.space import cpu_default, describe
 from metasched.testing import assert_equivalent, samples
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
-from conftest import SMALL_PARAMS  # noqa: E402
+from conftest import SMALL_PARAMS, with_imperfect_rows  # noqa: E402
 from golden import check_golden  # noqa: E402
 from workload_strategies import workload_texts  # noqa: E402
 
@@ -88,13 +88,6 @@ def test_every_design_space_replays_and_samples_replay_to_themselves(name):
         assert again.trace == sch.trace and str(again) == str(sch)
         cut = replay(wl, sch.trace, remove_postproc=True)
         assert "EnterPostproc" not in {inst.kind for inst in cut.trace}
-
-
-def with_imperfect_rows(space, bound: int = 8):
-    """``space`` with MultiLevelTiling tiling the rows of its blocks imperfectly."""
-    space.rules = [dataclasses.replace(r, max_imperfect_innermost=bound) if hasattr(r, "max_imperfect_innermost")
-                   else r for r in space.rules]
-    return space
 
 
 @pytest.mark.parametrize("name", ["batch_matmul", "conv2d_bias_relu", "dense_bias_relu", "matmul_relu"])

@@ -1,7 +1,6 @@
 """tune(): faults cost one trial each, the same seed gives the same proposals, a database
 resumes without measuring a program twice and survives a SIGKILL, records of another CPU are
 never the best, and two processes can tune into one database at once."""
-import dataclasses
 import functools
 import json
 import os
@@ -21,6 +20,7 @@ from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
 from metasched.tune import host_target
 
+from conftest import with_imperfect_rows
 from tune_faults import build_hook, run_hook
 
 SIZES = dict(M=32, N=32, K=32)
@@ -91,9 +91,7 @@ def test_evolutionary_search_in_a_space_with_imperfect_tiles(tmp_path):
     search mutates them, every trial is checked against the reference, and the best replays
     from the database into a correct kernel."""
     wl = workloads.get("matmul_relu", M=30, N=32, K=16)
-    space = cpu_default()
-    space.rules = [dataclasses.replace(r, max_imperfect_innermost=8) if hasattr(r, "max_imperfect_innermost")
-                   else r for r in space.rules]
+    space = with_imperfect_rows(cpu_default())
     path = tmp_path / "tuning.db"
     result = tune(wl, trials=24, database=path, seed=2, space=space, batch_size=8)
     assert len(result.history) == 24 and not result.failures
