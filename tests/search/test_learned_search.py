@@ -206,3 +206,52 @@ def test_the_context_refuses_what_was_measured(wl, samples):
     import numpy as np
     ctx = SearchContext(wl, cpu_default(), np.random.default_rng(0))
     assert ctx.claim(samples[0]) and not ctx.claim(samples[0])
+
+
+def test_a_family_is_the_register_tile_and_where_blocks_are_computed(samples):
+    from metasched.search.evolutionary import _family
+    trace = samples[0].trace
+    tiles = [i for i, d in trace.decisions.items() if isinstance(d, tuple) and len(d) > 2]
+    assert tiles
+    i = tiles[0]
+    factors = trace.decisions[i]
+    outer_moved = (factors[1], factors[0], *factors[2:])  # the outer tiles swapped
+    assert _family(trace.with_decision(i, outer_moved)) == _family(trace)
+    inner_moved = (*factors[:-2], factors[-1], factors[-2])
+    assert (_family(trace.with_decision(i, inner_moved)) == _family(trace)) == (factors[-1] == factors[-2])
+
+
+def test_a_proposal_holds_at_most_its_share_of_one_family_while_others_are_scored(wl, samples):
+    from collections import Counter
+
+    from metasched.search.evolutionary import _family
+    model = GBTModel()
+    model.update(samples[:40], [fake_seconds(s) for s in samples[:40]])
+
+    def proposal(share):
+        search = EvolutionarySearch(EvolutionaryConfig(population_size=48, init_min_unmeasured=16,
+                                                       genetic_num_iters=2, eps_greedy=0.0,
+                                                       max_family_share=share), model=model)
+        search.start(SearchContext(wl, cpu_default(), np.random.default_rng(3)))
+        return Counter(_family(sch.trace) for sch in search.propose(8))
+
+    assert max(proposal(1.0).values()) > 2  # unlimited, the model's favourite family takes more
+    capped = proposal(0.25)  # two of eight
+    assert sum(capped.values()) == 8 and max(capped.values()) <= 2
+    with pytest.raises(ValueError, match="max_family_share"):
+        EvolutionaryConfig(max_family_share=1.5)
+
+
+def test_the_spread_puts_each_familys_best_first_and_leaves_programs_without_one_alone(samples):
+    from metasched.schedule import Trace
+    from metasched.search.evolutionary import _families_spread, _family
+    from metasched.search.scoring import Candidate
+
+    def item(k, trace):
+        return f"p{k}", (1.0 - k / 100, Candidate(f"p{k}", trace, np.zeros(1)))
+
+    a, b = samples[0].trace, next(s.trace for s in samples if _family(s.trace) != _family(samples[0].trace))
+    ranked = [item(0, a), item(1, a), item(2, Trace()), item(3, a), item(4, b), item(5, Trace()), item(6, Trace())]
+    assert [key for key, _ in _families_spread(ranked, 1)] == ["p0", "p2", "p4", "p5", "p6", "p1", "p3"]
+    assert [key for key, _ in _families_spread(ranked, 2)] == ["p0", "p1", "p2", "p4", "p5", "p6", "p3"]
+    assert _families_spread(ranked, 0) == ranked
