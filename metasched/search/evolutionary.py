@@ -82,10 +82,11 @@ class EvolutionaryConfig:
 
     ``max_family_share``: the most of a proposal that one family of programs (``_family``: the
     same register tile and compute locations) takes while the best predicted of other families
-    are left; 1.0 is MetaSchedule's way, the model's favourites taking all of it. A model
-    fitted on a few dozen times favours the family of the fastest so far, and some runs then
-    spent every later proposal on it: one conv2d_bias_relu run measured one family 29 times in
-    64 trials and ended at 0.62 of the hand-written schedule, where random search found 1.05.
+    are left (0: one of each before a second of any); 1.0 is MetaSchedule's way, the model's
+    favourites taking all of it. A model fitted on a few dozen times favours the family of the
+    fastest so far, and some runs then spent every later proposal on it: one conv2d_bias_relu
+    run measured one family 29 times in 64 trials and ended at 0.62 of the hand-written
+    schedule, where random search found 1.05.
     Half a proposal against all of it, 64 trials, paired seeds (``bench/search_variants.py``,
     znver3; the geometric mean of best times, below 1 faster): conv2d_bias_relu 0.90 (16
     seeds, 11 won), dense_bias_relu 0.93 (8, 4 won), matmul_relu 0.975 (16, 10 won),
@@ -290,7 +291,7 @@ class EvolutionarySearch(SearchStrategy):
         n_random = min(count, int(round(count * cfg.eps_greedy)))
         ranked = heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0])
         chosen: list[Candidate] = []
-        cap = math.ceil(cfg.max_family_share * count)
+        cap = max(1, math.ceil(cfg.max_family_share * count))
         for key, (score, cand) in _families_spread(ranked, cap if cap < count else 0):
             if len(chosen) == count - n_random:
                 break

@@ -238,6 +238,7 @@ def test_a_proposal_holds_at_most_its_share_of_one_family_while_others_are_score
     assert max(proposal(1.0).values()) > 2  # unlimited, the model's favourite family takes more
     capped = proposal(0.25)  # two of eight
     assert sum(capped.values()) == 8 and max(capped.values()) <= 2
+    assert max(proposal(0.0).values()) == 1  # one of each family first
     with pytest.raises(ValueError, match="max_family_share"):
         EvolutionaryConfig(max_family_share=1.5)
 
