@@ -43,7 +43,7 @@ def traces(draw, max_instructions: int = 10) -> Trace:
                 inputs.extend(input_value() for _ in range(draw(st.integers(0, 3))))
             else:
                 attrs.append(draw(literals))
-        if kind.name == "SamplePerfectTile":
+        if kind.name in ("SamplePerfectTile", "SampleImperfectTile"):
             attrs[0] = draw(st.integers(1, 4))  # n: the number of factors, and of outputs
         count = output_count(kind, tuple(inputs), tuple(attrs))
         count = draw(st.integers(0, 3)) if count is None else count
