@@ -32,13 +32,13 @@ SMALL_PARAMS = {
 }
 
 
-
 def with_imperfect_rows(space, bound: int = 8):
     """``space`` with its MultiLevelTiling tiling the rows of its blocks (every spatial loop but
     the last) by ``sample_imperfect_tile`` up to ``bound``; the default space keeps perfect tiles."""
     space.rules = [dataclasses.replace(r, max_imperfect_innermost=bound) if hasattr(r, "max_imperfect_innermost")
                    else r for r in space.rules]
     return space
+
 
 class FakeBuilder:
     """Compiles nothing: each trace is its own artifact, for tests of the tuning loop whose

@@ -56,11 +56,9 @@ def _family(trace: Trace) -> tuple:
 
 def _families_spread(ranked: list, cap: int) -> list:
     """``ranked`` (best first; items ``(key, (score, candidate))``) with the best ``cap`` of
-    each family first, in rank order, then the rest in rank order; as it is when ``cap`` is 0.
-    Programs with an empty family (no tiling in more than two levels, no compute location
-    sampled) are not grouped: nothing says they are alike."""
-    if not cap:
-        return ranked
+    each family first, in rank order, then the rest in rank order. Programs with an empty
+    family (no tiling in more than two levels, no compute location sampled) are not grouped:
+    nothing says they are alike."""
     first, rest, seen = [], [], Counter()
     for item in ranked:
         family = _family(item[1][1].trace)
@@ -292,7 +290,7 @@ class EvolutionarySearch(SearchStrategy):
         ranked = heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0])
         chosen: list[Candidate] = []
         cap = max(1, math.ceil(cfg.max_family_share * count))
-        for key, (score, cand) in _families_spread(ranked, cap if cap < count else 0):
+        for key, (score, cand) in _families_spread(ranked, cap) if cap < count else ranked:
             if len(chosen) == count - n_random:
                 break
             if ctx.claim_key(key):

@@ -255,4 +255,4 @@ def test_the_spread_puts_each_familys_best_first_and_leaves_programs_without_one
     ranked = [item(0, a), item(1, a), item(2, Trace()), item(3, a), item(4, b), item(5, Trace()), item(6, Trace())]
     assert [key for key, _ in _families_spread(ranked, 1)] == ["p0", "p2", "p4", "p5", "p6", "p1", "p3"]
     assert [key for key, _ in _families_spread(ranked, 2)] == ["p0", "p1", "p2", "p4", "p5", "p6", "p3"]
-    assert _families_spread(ranked, 0) == ranked
+    assert _families_spread(ranked, len(ranked)) == ranked  # a share no family reaches: the rank order

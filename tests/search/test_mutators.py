@@ -83,11 +83,12 @@ def annotated_block(trace: Trace, sample: int) -> str:
     return next(inst.attrs[0] for inst in trace if inst.kind == "GetBlock" and inst.outputs[0] == annotate.inputs[0])
 
 
-def mutants(name: str, which: str, seeds=range(3), small: bool = True):
-    """(parent, mutant, index changed) of mutator ``which`` on the sampled traces of ``name``."""
+def mutants(name: str, which: str, seeds=range(3), small: bool = True, parents=None):
+    """(parent, mutant, index changed) of mutator ``which`` on ``parents`` (default: the sampled
+    traces of ``name``)."""
     wl = workload(name, small)
     mutator = mutators(wl)[which]
-    for parent in traces(name, small=small):
+    for parent in parents or traces(name, small=small):
         for seed in seeds:
             mutant = mutator.apply(parent, np.random.default_rng(seed))
             if mutant is not None:
@@ -135,15 +136,12 @@ def test_tile_mutants_keep_the_extent_and_the_innermost_bound(name):
 def test_the_rows_of_a_tiled_block_are_mutated_both_ways(name):
     """In a space whose tiled blocks have imperfect rows (every spatial loop but the last),
     the mutator moves their outer factors and changes their innermost ones."""
-    space = with_imperfect_rows(host_free_space())
-    rng, ways = np.random.default_rng(0), collections.Counter()
-    for parent in (space.sample(workload(name), rng).trace for _ in range(6)):
-        for seed in range(30):
-            mutant = MutateTileSize().apply(parent, np.random.default_rng(seed))
-            index = changed(parent, mutant)
-            if parent[index].kind == "SampleImperfectTile":
-                before, after = parent.decisions[index], mutant.decisions[index]
-                ways["innermost" if after[-1] != before[-1] else "outer"] += 1
+    space, rng = with_imperfect_rows(host_free_space()), np.random.default_rng(0)
+    parents = [space.sample(workload(name), rng).trace for _ in range(6)]
+    ways = collections.Counter()
+    for parent, mutant, index in mutants(name, "tile", range(30), parents=parents):
+        if parent[index].kind == "SampleImperfectTile":
+            ways["innermost" if mutant.decisions[index][-1] != parent.decisions[index][-1] else "outer"] += 1
     assert ways["innermost"] > 0 and ways["outer"] > 0, ways
 
 
