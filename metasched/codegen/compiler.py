@@ -63,8 +63,12 @@ def emit_module(func: PrimFunc, launcher: Optional[Launcher], data_layout: str =
     ctx = ModuleContext(symbol, vector_math, poison)
     ctx.module.triple = host_cpu()[0]
     ctx.module.data_layout = data_layout
-    function = ir.Function(ctx.module, ir.FunctionType(VOID, [PTR] * len(names)), name=symbol)
-    emitter = FunctionEmitter(ctx, function, launcher, in_parallel=False)
+    # The buffers, then the status word (``emit.OUT_OF_MEMORY``).
+    function = ir.Function(ctx.module, ir.FunctionType(VOID, [PTR] * (len(names) + 1)), name=symbol)
+    status = function.args[-1]
+    status.name = "ms.status"  # a dot: no buffer's name
+    status.add_attribute("noalias")
+    emitter = FunctionEmitter(ctx, function, launcher, in_parallel=False, status=status)
     for buffer, arg in zip(func.params, function.args):
         check_buffer(buffer)
         arg.name = buffer.name

@@ -15,19 +15,19 @@ from llvmlite import ir
 from metasched.codegen import ops
 from metasched.errors import CodegenError
 from metasched.codegen.llvmutil import (
-    ELEMENT_BYTES, PTR, VOID, I8, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
+    ELEMENT_BYTES, PTR, VOID, I8, I32, I64, ModuleContext, branch_value, check_buffer, check_i64, for_range,
     i64, llvm_type, stack_alloca,
 )
 from metasched.codegen.numbering import ValueTable
 from metasched.codegen.parallel import emit_parallel
 from metasched.codegen.runtime import Launcher
 from metasched.codegen.vector import emit_vectorized
-from metasched.ir.access import flat_index
+from metasched.ir.access import flat_index, sub_stmts
 from metasched.ir.analysis import loads
 from metasched.ir.expr import (
     INDEX, BinOp, Call, Cast, Expr, FloatImm, IntImm, Load, Neg, Not, Select, Var,
 )
-from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, Stmt, Store
+from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store
 
 
 # Scratch buffers up to this size live on the stack (where LLVM can keep them in registers);
@@ -35,24 +35,35 @@ from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, Seq, S
 MAX_STACK_BUFFER_BYTES = 256 * 1024
 # Scratch buffers start on a cache line (64 bytes; also the widest vector, AVX-512's).
 BUFFER_ALIGN = 64
+# What a kernel stores in its status word (its last argument) when a heap scratch buffer
+# cannot be allocated; the word is left alone otherwise.
+OUT_OF_MEMORY = 1
+
+
+def heap_buffers(func: PrimFunc) -> list[Buffer]:
+    """The scratch buffers of ``func`` that its kernel allocates on the heap (with malloc)."""
+    return [s.buffer for s in sub_stmts(func.body)
+            if isinstance(s, Allocate) and s.buffer.size * ELEMENT_BYTES[s.buffer.dtype] > MAX_STACK_BUFFER_BYTES]
 
 
 class FunctionEmitter:
     """Emits statements into one LLVM function.
 
     ``variables`` maps loop variables in scope to i64 values, ``buffers`` maps buffer names to
-    their ``Buffer`` and base pointer. Allocas go to the entry block (``alloca_builder``) so
+    their ``Buffer`` and base pointer, ``status`` is the kernel's status word (an ``i32``
+    pointer, see ``OUT_OF_MEMORY``). Allocas go to the entry block (``alloca_builder``) so
     that LLVM promotes and frees them as stack slots; ``finish`` links entry to the body.
     Pure arithmetic is emitted once and reused (``values``, see ``numbering``): control flow is
     therefore opened only through ``loop``, ``if_then``, ``if_else`` and ``choose``.
     """
 
     def __init__(self, ctx: ModuleContext, function: ir.Function, launcher: Optional[Launcher],
-                 in_parallel: bool) -> None:
+                 in_parallel: bool, status: ir.Value) -> None:
         self.ctx = ctx
         self.function = function
         self.launcher = launcher
         self.in_parallel = in_parallel
+        self.status = status
         entry = function.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(entry)
         self.builder = ir.IRBuilder(function.append_basic_block("body"))
@@ -96,15 +107,18 @@ class FunctionEmitter:
         return self.alloca(ir.ArrayType(llvm_type(buffer.dtype), buffer.size), buffer.name,
                            BUFFER_ALIGN)
 
-    def _heap_buffer(self, size: int, name: str) -> tuple[ir.Value, ir.Value]:
-        """``size`` bytes from malloc: (the pointer to free, the buffer's start, the first cache
-        line boundary in it). Not aligned_alloc: glibc returned its memory to the system on
-        every free, which cost 10 page faults per call of a matmul kernel."""
+    def _heap_buffer(self, size: int, name: str) -> ir.Value:
+        """``size`` bytes from malloc, and then some: the pointer to free, which may be null.
+        Not aligned_alloc: glibc returned its memory to the system on every free, which cost
+        10 page faults per call of a matmul kernel."""
         malloc = self.ctx.declare("malloc", PTR, [I64])
-        raw = self.builder.call(malloc, [i64(size + BUFFER_ALIGN - 1)], name=f"{name}.raw")
+        return self.builder.call(malloc, [i64(size + BUFFER_ALIGN - 1)], name=f"{name}.raw")
+
+    def _aligned(self, raw: ir.Value, name: str) -> ir.Value:
+        """The first cache line boundary in the (non-null) memory at ``raw``."""
         address = self.builder.ptrtoint(raw, I64)
         skip = self.builder.and_(self.builder.sub(i64(0), address), i64(BUFFER_ALIGN - 1))
-        return raw, self.builder.gep(raw, [skip], inbounds=True, source_etype=I8, name=name)
+        return self.builder.gep(raw, [skip], inbounds=True, source_etype=I8, name=name)
 
     def alloca(self, t: ir.Type, name: str = "", align: Optional[int] = None) -> ir.Value:
         """A stack slot in the entry block (allocas elsewhere would grow the stack in loops)."""
@@ -181,12 +195,25 @@ class FunctionEmitter:
             raise CodegenError(f"Allocate of {s.buffer.name!r} shadows a buffer in scope")
         check_buffer(s.buffer)
         size = s.buffer.size * ELEMENT_BYTES[s.buffer.dtype]
-        if size > MAX_STACK_BUFFER_BYTES:
-            # A big region (a block computed at an outer loop) would overflow a worker
-            # thread's stack: it lives on the heap for the body's duration instead.
-            raw, slot = self._heap_buffer(size, s.buffer.name)
-        else:
+        if size <= MAX_STACK_BUFFER_BYTES:  # as heap_buffers decides
             slot = self.stack_slot(s.buffer)
+            self._allocated(s, slot)
+            self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
+            return
+        # A big region (a block computed at an outer loop) would overflow a worker thread's
+        # stack: it lives on the heap for the body's duration instead. Where malloc fails,
+        # the body is skipped and the status word says so (the Kernel then raises).
+        raw = self._heap_buffer(size, s.buffer.name)
+
+        def allocated() -> None:
+            self._allocated(s, self._aligned(raw, s.buffer.name))
+            self.builder.call(self.ctx.declare("free", VOID, [PTR]), [raw])
+
+        self.if_else(self.builder.icmp_unsigned("==", raw, ir.Constant(PTR, None)),
+                     self.out_of_memory, allocated)
+
+    def _allocated(self, s: Allocate, slot: ir.Value) -> None:
+        """``s``'s body with its buffer at ``slot`` (NaN-filled first when poisoning)."""
         if self.ctx.poison:
             nan = ir.Constant(llvm_type(s.buffer.dtype), float("nan"))
             with self.loop(i64(0), i64(s.buffer.size), name="poison") as index:
@@ -196,10 +223,11 @@ class FunctionEmitter:
             self.stmt(s.body)
         finally:
             del self.buffers[s.buffer.name]
-        if size > MAX_STACK_BUFFER_BYTES:
-            self.builder.call(self.ctx.declare("free", VOID, [PTR]), [raw])
-        else:
-            self._free_slots.setdefault((s.buffer.dtype, s.buffer.size), []).append(slot)
+
+    def out_of_memory(self) -> None:
+        """Set the status word to ``OUT_OF_MEMORY`` (atomically: every thread of a parallel
+        loop may)."""
+        self.builder.atomic_rmw("or", self.status, ir.Constant(I32, OUT_OF_MEMORY), "monotonic")
 
     def _for(self, s: For) -> None:
         # Checked before any kind's emitter: an unrolled loop would otherwise start copying
@@ -222,10 +250,10 @@ class FunctionEmitter:
             with self.bind(s.var, i64(iteration)):
                 self.stmt(s.body)
 
-    def spawn(self, function: ir.Function) -> "FunctionEmitter":
-        """An emitter for another function of this module (an outlined parallel body), which
-        runs inside a parallel region."""
-        return FunctionEmitter(self.ctx, function, self.launcher, in_parallel=True)
+    def spawn(self, function: ir.Function, status: ir.Value) -> "FunctionEmitter":
+        """An emitter for another function of this module (an outlined parallel body, given
+        the status word as ``status``), which runs inside a parallel region."""
+        return FunctionEmitter(self.ctx, function, self.launcher, in_parallel=True, status=status)
 
     # --- expressions -------------------------------------------------------------------------
     def expr(self, e: Expr) -> ir.Value:

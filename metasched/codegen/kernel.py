@@ -10,6 +10,8 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from metasched.arrays import aligned_empty
+from metasched.codegen.emit import OUT_OF_MEMORY, heap_buffers
+from metasched.codegen.llvmutil import ELEMENT_BYTES
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
@@ -23,7 +25,9 @@ if TYPE_CHECKING:
 
 class Kernel:
     """Machine code for ``func`` with the signature ``void name(ptr noalias, ...)`` taking the
-    buffers of ``func.params`` (inputs, outputs, workspaces) in order.
+    buffers of ``func.params`` (inputs, outputs, workspaces) in order, then a status word
+    (``int32``, which the code sets to ``emit.OUT_OF_MEMORY`` where a scratch buffer on the heap
+    cannot be allocated; the call then raises ``MemoryError``).
 
     ``kernel(*inputs)`` allocates the outputs and returns them; ``kernel.run(*inputs,
     *outputs)`` writes into given arrays. Arguments are checked before any machine code runs; a
@@ -46,7 +50,7 @@ class Kernel:
         self.threading = artifact.threading  # the launcher of parallel loops: gomp, pthread, serial
         self.num_threads = artifact.num_threads
         self._engine = engine  # owns the machine code: keep it as long as the kernel
-        self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(self.func.params))(address)
+        self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(self.func.params) + 1))(address)
         # Workspaces hold intermediates while a call runs, so two calls running at once must
         # not share them. One set per thread, reused by its calls: allocating them per call
         # costs more (bench/threads.py measures it) and a lock would serialise the calls.
@@ -83,6 +87,7 @@ class Kernel:
         workspaces = self._workspaces()
         self._enter(workspaces, poison=poison)
         self._function(*self._pointers(list(inputs) + outputs, workspaces))
+        self._check_status()
         return outputs
 
     def run(self, *arrays: np.ndarray, poison: Optional[bool] = None) -> None:
@@ -93,6 +98,7 @@ class Kernel:
         workspaces = self._workspaces()
         self._enter(workspaces, checked[len(self.func.inputs):], poison=poison)
         self._function(*self._pointers(checked, workspaces))
+        self._check_status()
 
     def time(self, *arrays: np.ndarray, number: Optional[int] = None, repeat: int = 5,
              min_repeat_seconds: float = 0.05) -> float:
@@ -122,9 +128,11 @@ class Kernel:
         pointers = self._pointers(self._checked_arguments(arrays), workspaces)
         function = self._function
         self._enter(workspaces, poison=False)
-        return repeat_seconds(lambda: function(*pointers), repeat=repeat,
-                              min_repeat_seconds=min_repeat_seconds, number=number,
-                              warm_seconds=warm_seconds)
+        seconds = repeat_seconds(lambda: function(*pointers), repeat=repeat,
+                                 min_repeat_seconds=min_repeat_seconds, number=number,
+                                 warm_seconds=warm_seconds)
+        self._check_status()
+        return seconds
 
     def _workspaces(self) -> list[np.ndarray]:
         """The calling thread's workspaces, allocated on its first call."""
@@ -134,6 +142,27 @@ class Kernel:
             arrays = [aligned_empty(b.shape, b.dtype) for b in self.func.workspaces]
             self._per_thread.arrays = arrays
             return arrays
+
+    def _status(self) -> ctypes.c_int32:
+        """The calling thread's status word (its calls take turns with it)."""
+        try:
+            return self._per_thread.status
+        except AttributeError:
+            self._per_thread.status = ctypes.c_int32(0)
+            return self._per_thread.status
+
+    def _check_status(self) -> None:
+        """Raise ``MemoryError`` if a call since the last check could not allocate a scratch
+        buffer (its outputs are then incomplete); clear the status word."""
+        status = self._status()
+        failed, status.value = status.value, 0
+        if failed == OUT_OF_MEMORY:
+            heap = [f"{b.name} ({b.size * ELEMENT_BYTES[b.dtype]} bytes)" for b in heap_buffers(self.func)]
+            raise MemoryError(f"{self.func.name}: malloc could not allocate a scratch buffer on the heap "
+                              f"({', '.join(heap)}), so the outputs were not computed")
+        if failed:
+            raise RuntimeError(f"{self.func.name}: the kernel's status word is {failed}, which no "
+                               f"generated code sets")
 
     def _enter(self, workspaces: Sequence[np.ndarray], outputs: Sequence[np.ndarray] = (), *,
                poison: bool = False) -> None:
@@ -186,4 +215,5 @@ class Kernel:
 
     def _pointers(self, arrays: Sequence[np.ndarray],
                   workspaces: Sequence[np.ndarray]) -> list[int]:
-        return [a.ctypes.data for a in arrays] + [w.ctypes.data for w in workspaces]
+        return ([a.ctypes.data for a in arrays] + [w.ctypes.data for w in workspaces]
+                + [ctypes.addressof(self._status())])

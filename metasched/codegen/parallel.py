@@ -1,12 +1,13 @@
 """Parallel loops: outline the body into a task and fork-join it through the launcher.
 
 For ``for v in parallel(extent): body`` inside function F this emits
-  * ``F.parN``: ``void (ptr noalias buf..., i64 captured var..., i64 tid, i64 threads)`` running
+  * ``F.parN``: ``void (ptr noalias buf..., ptr status, i64 captured var..., i64 tid, i64 threads)`` running
     the static contiguous share ``[tid*extent/threads, (tid+1)*extent/threads)`` of the
     iterations. Buffers come in as separate ``noalias`` parameters, not fields of a struct, so
     LLVM keeps knowing they do not overlap (it may then keep accumulators in registers);
   * ``F.parN.task``: the launcher's ``void (ptr context, i64 tid, i64 threads)`` that unpacks
-    the context struct (the captured pointers and loop-variable values) and calls ``F.parN``;
+    the context struct (the captured pointers, the kernel's status word and loop-variable
+    values) and calls ``F.parN``;
   * in F: the context struct filled on F's stack, then the launcher's fork-join.
 A parallel loop inside a parallel region, or with no launcher, runs as a serial loop.
 """
@@ -40,11 +41,12 @@ def emit_parallel(fe: FunctionEmitter, loop: For) -> None:
     variables = sorted(name for name in used_vars if name in fe.variables and name != loop.var)
 
     body = _outline_body(fe, loop, buffers, variables)
-    context_type = ir.LiteralStructType([PTR] * len(buffers) + [I64] * len(variables))
+    context_type = ir.LiteralStructType([PTR] * (len(buffers) + 1) + [I64] * len(variables))
     task = _task(fe, body, context_type)
 
     context = fe.alloca(context_type, name=f"{loop.var}.context")
-    values = [fe.buffers[name][1] for name in buffers] + [fe.variables[name] for name in variables]
+    values = ([fe.buffers[name][1] for name in buffers] + [fe.status]
+              + [fe.variables[name] for name in variables])
     for k, value in enumerate(values):
         field = fe.builder.gep(context, [i64(0), ir.Constant(I32, k)], source_etype=context_type)
         fe.builder.store(value, field)
@@ -53,16 +55,18 @@ def emit_parallel(fe: FunctionEmitter, loop: For) -> None:
 
 def _outline_body(fe: FunctionEmitter, loop: For, buffers: list[str],
                   variables: list[str]) -> ir.Function:
-    params = [PTR] * len(buffers) + [I64] * len(variables) + [I64, I64]
+    params = [PTR] * (len(buffers) + 1) + [I64] * len(variables) + [I64, I64]
     function = ir.Function(fe.ctx.module, ir.FunctionType(VOID, params),
                            name=fe.ctx.unique(f"{fe.function.name}.par"))
     function.linkage = "internal"
-    inner = fe.spawn(function)
+    status = function.args[len(buffers)]
+    status.name = "ms.status"
+    inner = fe.spawn(function, status)
     for name, arg in zip(buffers, function.args):
         arg.name = name
         arg.add_attribute("noalias")
         inner.buffers[name] = (fe.buffers[name][0], arg)
-    for name, arg in zip(variables, function.args[len(buffers):]):
+    for name, arg in zip(variables, function.args[len(buffers) + 1:]):
         arg.name = name
         inner.variables[name] = arg
     thread_id, threads = function.args[-2], function.args[-1]

@@ -143,6 +143,36 @@ def test_big_scratch_buffers_live_on_the_heap_inside_parallel_loops():
     np.testing.assert_array_equal(out, data)
 
 
+@pytest.mark.parametrize("threading", ["serial", "gomp", "pthread"])
+def test_a_scratch_buffer_malloc_cannot_give_raises_memory_error(threading):
+    # 2**61 bytes of scratch per iteration: malloc returns null on any 64-bit Linux. The code
+    # then skips the loop body and sets its status word, and the call raises (it crashed,
+    # writing through the null pointer, before the kernels had a status word).
+    from metasched.codegen.runtime import gomp_available, pthread_available
+    from metasched.ir import Allocate, BinOp, Buffer, For, ForKind, IntImm, Load, PrimFunc, Seq, Store, Var
+
+    if threading == "gomp" and not gomp_available() or threading == "pthread" and not pthread_available():
+        pytest.skip(f"no {threading} launcher here")
+    n = 64
+    x, y, huge = Buffer("X", (4, n), "float32"), Buffer("Y", (4, n), "float32"), Buffer("T", (2**59,), "float32")
+    i, j = Var("i"), Var("j")
+    # T is read back in reverse, so that LLVM cannot forward the stores and drop the malloc.
+    body = For("i", 4, ForKind.PARALLEL, Allocate(huge, Seq((
+        For("j", n, ForKind.SERIAL, Store("T", (j,), Load("X", (i, j)))),
+        For("j", n, ForKind.SERIAL, Store("Y", (i, j), Load("T", (BinOp("-", IntImm(n - 1), j),)))),
+    ))))
+    kernel = compile_func(PrimFunc("huge_scratch", (x,), (y,), (), body), CodegenOptions(threading=threading))
+    assert "@malloc" in kernel.optimized_ir.replace('"', "")
+    data = np.ones((4, n), dtype=np.float32)
+    message = r"huge_scratch: malloc could not allocate a scratch buffer on the heap \(T \(2305843009213693952 bytes\)\)"
+    with pytest.raises(MemoryError, match=message):
+        kernel(data)
+    with pytest.raises(MemoryError, match=message):
+        kernel.run(data, np.empty_like(data))
+    with pytest.raises(MemoryError, match=message):
+        kernel.timings(data, number=1, repeat=1)
+
+
 def test_poison_makes_reads_of_unwritten_memory_fail_every_time():
     # Y reads a workspace nothing wrote: garbage without poison, NaN with it, on every run.
     import numpy as np
