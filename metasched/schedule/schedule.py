@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from math import prod
 from typing import Any, Optional, Sequence, Union
 
@@ -42,6 +43,14 @@ Factor = Union[int, ExprRV, None]
 AnnotationValue = Union[int, float, str, ExprRV]
 Seed = Union[int, np.random.Generator]
 _uids = itertools.count()
+
+
+def _new_uid() -> int:
+    """A number for a new schedule, unique across processes too: this process's id above bit
+    40, a count below. A handle keeps its schedule's number when it is pickled (search sends
+    traces between processes), and a number counted in another process alone could be one of
+    this process's schedules, which would then take the handle for its own."""
+    return os.getpid() << 40 | next(_uids)
 
 # The primitives that change only the kind of a loop: a program lowered before them stays the
 # program but for those loops' kinds (``lower.with_kinds``).
@@ -87,7 +96,7 @@ class Schedule:
         # decisions are all given draws nothing, and making one costs as much as a primitive.
         self._seed = _checked_seed(seed, "Schedule")
         self._rng: Optional[np.random.Generator] = None
-        self._uid = next(_uids)
+        self._uid = _new_uid()
         # Every handle this schedule made, by name (names are unique), with what it stands
         # for. Keyed by the name rather than the handle: handles hash and compare in Python,
         # and every primitive looks its handles up.
@@ -223,7 +232,7 @@ class Schedule:
         other.workload = self.workload
         other._state = self._state.copy(clones)
         other._seed = other._rng = self.rng.spawn(1)[0]  # an independent stream; this one's draws do not move
-        other._uid = next(_uids)
+        other._uid = _new_uid()
         other._symbols = {name: (type(rv)(name, other._uid), clones.get(id(target), target))
                           for name, (rv, target) in self._symbols.items()}
         other._counter = self._counter

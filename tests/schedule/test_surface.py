@@ -102,6 +102,34 @@ def test_replay_records_the_instructions_it_replays_and_their_handles_stay_usabl
         Schedule(wl).get_loops(block)  # a schedule that did not replay it
 
 
+def _handle_made_at(count: int) -> bytes:
+    """In a spawned process whose schedule count is at ``count``: a pickled block handle."""
+    import itertools
+    import pickle
+
+    from metasched.schedule import schedule as schedule_module
+
+    schedule_module._uids = itertools.count(count)
+    return pickle.dumps(Schedule(workloads.get("matmul_relu", **SMALL)).get_block("C"))
+
+
+def test_a_handle_from_another_process_does_not_belong_to_a_schedule_here():
+    # Schedules are numbered per process; a handle keeps its number when it is pickled. One
+    # made in a worker whose count met this schedule's was taken for this schedule's own.
+    import multiprocessing
+    import pickle
+
+    from metasched.schedule import schedule as schedule_module
+
+    count = next(schedule_module._uids) + 1  # the count the next schedule here takes
+    mine = Schedule(workloads.get("matmul_relu", **SMALL))
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        foreign = pickle.loads(pool.apply(_handle_made_at, (count,)))
+    assert mine.get_loops(mine.get_block("C"))
+    with pytest.raises(ScheduleError, match="does not belong to this schedule"):
+        mine.get_loops(foreign)
+
+
 def test_replaying_a_hand_built_trace_records_what_the_calls_record():
     wl = workloads.get("matmul", **SMALL)
     block, loops = BlockRV("b0"), [LoopRV("l1"), LoopRV("l2"), LoopRV("l3")]
