@@ -1,10 +1,11 @@
 """Parallel loops: outline the body into a task and fork-join it through the launcher.
 
 For ``for v in parallel(extent): body`` inside function F this emits
-  * ``F.parN``: ``void (ptr noalias buf..., ptr status, i64 captured var..., i64 tid, i64 threads)`` running
-    the static contiguous share ``[tid*extent/threads, (tid+1)*extent/threads)`` of the
-    iterations. Buffers come in as separate ``noalias`` parameters, not fields of a struct, so
-    LLVM keeps knowing they do not overlap (it may then keep accumulators in registers);
+  * ``F.parN``: ``void (ptr noalias buf..., ptr status, i64 captured var..., i64 tid,
+    i64 threads)`` running the static contiguous share ``[tid*extent/threads,
+    (tid+1)*extent/threads)`` of the iterations. Buffers come in as separate ``noalias``
+    parameters, not fields of a struct, so LLVM keeps knowing they do not overlap (it may then
+    keep accumulators in registers);
   * ``F.parN.task``: the launcher's ``void (ptr context, i64 tid, i64 threads)`` that unpacks
     the context struct (the captured pointers, the kernel's status word and loop-variable
     values) and calls ``F.parN``;
