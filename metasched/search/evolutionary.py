@@ -86,8 +86,8 @@ class EvolutionaryConfig:
     run measured one family 29 times in 64 trials and ended at 0.62 of the hand-written
     schedule, where random search found 1.05.
     Half a proposal against all of it, 64 trials, paired seeds (``bench/search_variants.py``,
-    znver3; the geometric mean of best times, below 1 faster): conv2d_bias_relu 0.90 (16
-    seeds, 11 won), dense_bias_relu 0.93 (8, 4 won), matmul_relu 0.975 (16, 10 won),
+    znver3; the geometric mean of best times, below 1 faster): conv2d_bias_relu 0.87 (24
+    seeds, 17 won), dense_bias_relu 0.99 (16, 8 won), matmul_relu 0.99 (24, 14 won),
     reduce_cols 0.99 (8, 4 won), softmax 1.04 (8, 2 won; one seed 1.47). With the programs
     without a family counted as one family: reduce_cols 1.07 (2 won), softmax 0.92 (6 won).
     A quarter of a proposal: conv2d_bias_relu 0.97, matmul_relu 0.98 (8 seeds each)."""
