@@ -52,6 +52,7 @@ def _new_uid() -> int:
     this process's schedules, which would then take the handle for its own."""
     return os.getpid() << 40 | next(_uids)
 
+
 # The primitives that change only the kind of a loop: a program lowered before them stays the
 # program but for those loops' kinds (``lower.with_kinds``).
 _KIND_ONLY = frozenset({"Parallel", "Vectorize", "Unroll"})
