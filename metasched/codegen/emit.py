@@ -40,10 +40,15 @@ BUFFER_ALIGN = 64
 OUT_OF_MEMORY = 1
 
 
+def buffer_bytes(buffer: Buffer) -> int:
+    """The bytes ``buffer`` takes."""
+    return buffer.size * ELEMENT_BYTES[buffer.dtype]
+
+
 def heap_buffers(func: PrimFunc) -> list[Buffer]:
     """The scratch buffers of ``func`` that its kernel allocates on the heap (with malloc)."""
     return [s.buffer for s in sub_stmts(func.body)
-            if isinstance(s, Allocate) and s.buffer.size * ELEMENT_BYTES[s.buffer.dtype] > MAX_STACK_BUFFER_BYTES]
+            if isinstance(s, Allocate) and buffer_bytes(s.buffer) > MAX_STACK_BUFFER_BYTES]
 
 
 class FunctionEmitter:
@@ -194,7 +199,7 @@ class FunctionEmitter:
         if s.buffer.name in self.buffers:
             raise CodegenError(f"Allocate of {s.buffer.name!r} shadows a buffer in scope")
         check_buffer(s.buffer)
-        size = s.buffer.size * ELEMENT_BYTES[s.buffer.dtype]
+        size = buffer_bytes(s.buffer)
         if size <= MAX_STACK_BUFFER_BYTES:  # as heap_buffers decides
             slot = self.stack_slot(s.buffer)
             self._allocated(s, slot)

@@ -10,8 +10,7 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from metasched.arrays import aligned_empty
-from metasched.codegen.emit import OUT_OF_MEMORY, heap_buffers
-from metasched.codegen.llvmutil import ELEMENT_BYTES
+from metasched.codegen.emit import buffer_bytes, heap_buffers
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
@@ -156,13 +155,10 @@ class Kernel:
         buffer (its outputs are then incomplete); clear the status word."""
         status = self._status()
         failed, status.value = status.value, 0
-        if failed == OUT_OF_MEMORY:
-            heap = [f"{b.name} ({b.size * ELEMENT_BYTES[b.dtype]} bytes)" for b in heap_buffers(self.func)]
+        if failed:  # emit.OUT_OF_MEMORY, the only status the code sets
+            heap = [f"{b.name} ({buffer_bytes(b)} bytes)" for b in heap_buffers(self.func)]
             raise MemoryError(f"{self.func.name}: malloc could not allocate a scratch buffer on the heap "
                               f"({', '.join(heap)}), so the outputs were not computed")
-        if failed:
-            raise RuntimeError(f"{self.func.name}: the kernel's status word is {failed}, which no "
-                               f"generated code sets")
 
     def _enter(self, workspaces: Sequence[np.ndarray], outputs: Sequence[np.ndarray] = (), *,
                poison: bool = False) -> None:
