@@ -124,9 +124,17 @@ def _explain(error: sqlite3.Error) -> str:
 
 
 def _prepare(connection: sqlite3.Connection, path: str) -> None:
-    version = _inspect(connection, path)
-    if version:
-        _check_integrity(connection, path)
+    # One read transaction, so that the reads see one snapshot: another process may be creating
+    # the file, and between two autocommit reads its commit would show an unmarked header with
+    # a version and tables (an "other program's database").
+    connection.execute("BEGIN")
+    try:
+        version = _inspect(connection, path)
+        if version:
+            _check_integrity(connection, path)
+    finally:
+        if connection.in_transaction:  # SQLite ends it itself on some errors
+            connection.execute("COMMIT")  # it only read
     mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode not in ("wal", "memory"):
         raise DatabaseError(f"cannot open the database {path}: SQLite cannot keep a write-ahead log there "

@@ -52,6 +52,34 @@ def test_an_empty_file_becomes_a_database(tmp_path):
     assert _header(path)[:2] == (schema.APPLICATION_ID, schema.SCHEMA_VERSION)
 
 
+def test_a_file_another_process_creates_while_this_one_looks_is_opened(tmp_path, monkeypatch):
+    # A tuner creates the file (WAL mode first, then the schema in one transaction) while another
+    # process opens it to watch. The schema lands between two of the opener's header reads: the
+    # opener must read one snapshot, not an unmarked header with a version and tables after it.
+    path = tmp_path / "tuning.db"
+    with sqlite3.connect(path) as creator:
+        creator.execute("PRAGMA journal_mode = WAL")  # what the creator does before its transaction
+    opened = []
+    real_connect = sqlite3.connect
+
+    def observed_connect(*args, **kwargs):
+        connection = real_connect(*args, **kwargs)
+        if not opened:
+            def create_between_reads(statement):
+                if statement.startswith("PRAGMA user_version") and len(opened) == 1:
+                    opened.append("created")
+                    schema.connect(str(path)).close()  # the creator, with its own connection
+            connection.set_trace_callback(create_between_reads)
+        opened.append(connection)
+        return connection
+
+    monkeypatch.setattr(schema.sqlite3, "connect", observed_connect)
+    with Database(str(path)) as db:
+        assert len(db) == 0
+    assert "created" in opened
+    assert _header(path)[:2] == (schema.APPLICATION_ID, schema.SCHEMA_VERSION)
+
+
 def test_records_survive_reopening(tmp_path):
     path = _filled(tmp_path / "tuning.db", 4)
     with Database(path) as db:
