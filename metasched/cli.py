@@ -36,7 +36,7 @@ from metasched import handwritten, workloads
 from metasched.arrays import aligned_empty
 from metasched.build import build
 from metasched.codegen import Kernel, host_vector_bits
-from metasched.database import Database, Record
+from metasched.database import Confirmation, Database, Record
 from metasched.errors import DatabaseError, MetaschedError, MismatchError, UnknownWorkloadError
 from metasched.lang import Workload, assert_outputs_close, load
 from metasched.lang.reference import DEFAULT_CHUNK_BYTES
@@ -323,6 +323,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print("the search space ran out of programs not yet measured")
         if result.retimed:
             print(f"the machine was busy: {result.retimed} programs timed once were timed again")
+        for reason in result.unconfirmed:
+            print(f"failed when timed again: {reason}")
+        if result.confirmation is not None:
+            print(_confirmed(result.confirmation))
         if args.plot:
             from metasched.tune.plot import plot_curve
             try:
@@ -342,13 +346,23 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _confirmed(confirmation: Confirmation) -> str:
+    """One line on what timing the fastest again in turns found."""
+    order = sorted(confirmation.times, key=lambda i: (confirmation.median(i), i))
+    times = ", ".join(f"record {i} {confirmation.median(i) * 1e3:.3f} ms" for i in order)
+    return f"the {len(order)} fastest timed again in turns: {times}"
+
+
 def _cmd_best(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, dict(args.param), args.name)
     _check_fits(wl)
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
+        confirmation = db.confirmation(wl, host_target())
     print(f"# best of {_call(wl)}: record {record.id}, {record.median * 1e3:.3f} ms when tuned "
           f"({wl.flops / record.median / 1e9:.1f} GFLOP/s)\n{record.trace}\n")
+    if confirmation is not None and confirmation.current:
+        print(f"# {_confirmed(confirmation)}\n")
     sch = replay(wl, record.trace)
     print(f"# its program\n{sch}\n")
     _check_and_time(sch, seed=0)

@@ -13,13 +13,14 @@ import sqlite3
 import statistics
 import time
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterator, Mapping, Optional, Sequence, Union
 
 from metasched.errors import DatabaseError, ParseError
 from metasched.lang import Workload, parse
 from metasched.schedule import Trace
 from metasched.database.records import (
     RECORD_COLUMNS,
+    Confirmation,
     Record,
     WorkloadSummary,
     check_result,
@@ -130,16 +131,90 @@ class Database:
         return [record_from_row(row, self.path) for row in rows]
 
     def best(self, workload: WorkloadRef, target: Target) -> Optional[Record]:
-        """The successful record of ``workload`` with the smallest median time among those
-        measured on a target compatible with ``target`` (the earlier one on a tie); None when
-        there is none. Records of other CPUs or thread counts are never compared."""
-        rows = self._query("SELECT id, seconds FROM records WHERE workload = ? AND target_key = ? "
-                           "AND error IS NULL ORDER BY id", (_key(workload), _target_key(target)))
+        """The fastest successful record of ``workload`` measured on a target compatible with
+        ``target``; None when there is none. Records of other CPUs or thread counts are never
+        compared.
+
+        Fastest is the winner of the latest confirmation (``confirm``) while it is current: no
+        successful record came after it. Otherwise it is the record with the smallest median
+        time (the earlier one on a tie): a record that came after a confirmation was measured
+        on its own and must first be timed in turns with the others to beat them."""
+        workload_key, target_key = _key(workload), _target_key(target)
+        with self._snapshot():
+            confirmation = self._confirmation(workload_key, target_key)
+            if confirmation is not None and confirmation.current:
+                best_id = confirmation.winner
+            else:
+                rows = self._query("SELECT id, seconds FROM records WHERE workload = ? AND target_key = ? "
+                                   "AND error IS NULL ORDER BY id", (workload_key, target_key))
+                if not rows:
+                    return None
+                best_id = min(rows, key=lambda row: (self._median(*row), row[0]))[0]
+            row = self._query(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE id = ?", (best_id,))[0]
+        return record_from_row(row, self.path)
+
+    def confirm(self, workload: WorkloadRef, target: Target,
+                times: Mapping[int, Sequence[float]]) -> Confirmation:
+        """Records that the successful records ``times`` names (by id) were timed again together,
+        in turns: ``times[id]`` holds a record's seconds in each round. Committed at once.
+
+        Raises ``ValueError`` for fewer than two records, a time that is not a positive finite
+        number, and an id that is not a successful record of ``workload`` on a target
+        compatible with ``target``."""
+        workload_key, target_key = _key(workload), _target_key(target)
+        if not isinstance(times, Mapping) or len(times) < 2:
+            raise ValueError(f"a confirmation times two records or more, by id: a mapping of ids to "
+                             f"seconds, not {times!r}")
+        checked = {}
+        for record_id, seconds in times.items():
+            if isinstance(record_id, bool) or not isinstance(record_id, int):
+                raise ValueError(f"a confirmation's records are named by their ids (ints), not {record_id!r}")
+            checked[record_id] = check_result(seconds, None, None)
+        checked = dict(sorted(checked.items()))  # in the order they are read back
+        created = time.time()
+        with self._transaction() as connection:
+            ids = ", ".join(map(str, checked))
+            found = {record_id for (record_id,) in connection.execute(
+                f"SELECT id FROM records WHERE workload = ? AND target_key = ? AND error IS NULL AND id IN ({ids})",
+                (workload_key, target_key))}
+            missing = sorted(set(checked) - found)
+            if missing:
+                raise ValueError(f"{self.path}: record{'s' * (len(missing) > 1)} {', '.join(map(str, missing))} "
+                                 f"{'are' if len(missing) > 1 else 'is'} not a successful record of {workload_key} "
+                                 f"on this target; nothing was written")
+            newest = self._newest(connection, workload_key, target_key)
+            cursor = connection.execute(
+                "INSERT INTO confirmations (workload, target_key, newest_record, times, created) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (workload_key, target_key, newest, _dump({str(k): list(v) for k, v in checked.items()}), created))
+        return Confirmation(cursor.lastrowid, checked, newest, created, True)
+
+    def confirmation(self, workload: WorkloadRef, target: Target) -> Optional[Confirmation]:
+        """The latest confirmation of ``workload`` on a target compatible with ``target``, or None."""
+        with self._snapshot():
+            return self._confirmation(_key(workload), _target_key(target))
+
+    def _confirmation(self, workload_key: str, target_key: str) -> Optional[Confirmation]:
+        rows = self._query("SELECT id, times, newest_record, created FROM confirmations "
+                           "WHERE workload = ? AND target_key = ? ORDER BY id DESC LIMIT 1", (workload_key, target_key))
         if not rows:
             return None
-        best_id = min(rows, key=lambda row: (self._median(*row), row[0]))[0]
-        row = self._query(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE id = ?", (best_id,))[0]
-        return record_from_row(row, self.path)
+        confirmation_id, text, newest, created = rows[0]
+        try:
+            times = dict(sorted((int(k), tuple(float(t) for t in v)) for k, v in json.loads(text).items()))
+            if len(times) < 2 or not all(times.values()):
+                raise ValueError("fewer than two records, or a record without times")
+        except (ValueError, TypeError, AttributeError) as e:
+            raise DatabaseError(f"{self.path}: confirmation {confirmation_id} is damaged: its times "
+                                f"{text!r} cannot be read ({e})") from None
+        current = newest == self._newest(self._live(), workload_key, target_key)
+        return Confirmation(confirmation_id, times, newest, created, current)
+
+    def _newest(self, connection: sqlite3.Connection, workload_key: str, target_key: str) -> int:
+        with self._sqlite_errors():
+            (newest,) = connection.execute("SELECT COALESCE(MAX(id), 0) FROM records WHERE workload = ? "
+                                           "AND target_key = ? AND error IS NULL", (workload_key, target_key)).fetchone()
+        return newest
 
     def _median(self, record_id: int, seconds: str) -> float:
         try:
@@ -216,6 +291,19 @@ class Database:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
                 raise
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """A read transaction: the reads inside it see one state of the file, though another
+        process commits meanwhile."""
+        connection = self._live()
+        with self._sqlite_errors():
+            connection.execute("BEGIN")
+            try:
+                yield
+            finally:
+                if connection.in_transaction:
+                    connection.execute("COMMIT")
 
     @contextmanager
     def _sqlite_errors(self) -> Iterator[None]:

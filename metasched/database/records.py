@@ -66,6 +66,33 @@ class Record:
 
 
 @dataclass(frozen=True)
+class Confirmation:
+    """The fastest records of a workload on a target timed again together, in turns, at the end
+    of a tuning run (``Database.confirm``): ``times`` maps each record's id to its seconds in
+    each round. Times taken minutes apart on a shared machine differ by the load of the moment;
+    times taken in turns do not, so the confirmation decides which of them is fastest
+    (``winner``).
+
+    ``current``: no successful record of the workload on the target came after it (its
+    ``newest_record`` is still the newest); only then does ``Database.best`` follow it."""
+
+    id: int
+    times: Mapping[int, tuple[float, ...]]
+    newest_record: int
+    created: float
+    current: bool
+
+    def median(self, record_id: int) -> float:
+        """The median of a record's times in the confirmation."""
+        return statistics.median(self.times[record_id])
+
+    @property
+    def winner(self) -> int:
+        """The id of the record with the smallest median (the earlier record on a tie)."""
+        return min(self.times, key=lambda record_id: (self.median(record_id), record_id))
+
+
+@dataclass(frozen=True)
 class WorkloadSummary:
     """A workload the database holds: its key, name, parameters and how many records it has."""
 

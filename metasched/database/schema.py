@@ -19,6 +19,13 @@ Schema version 1::
     records(id INTEGER PRIMARY KEY AUTOINCREMENT, workload REFERENCES workloads, program, trace JSON,
             seconds JSON, error, target_key, target JSON, build_seconds, created, versions JSON,
             feature_version, UNIQUE(workload, target_key, program))
+
+Version 2 adds the programs timed again together at the end of a tuning run
+(``Database.confirm``): ``times`` maps record ids to their seconds in each round, and
+``newest_record`` is the newest successful record of the workload on the target then::
+
+    confirmations(id INTEGER PRIMARY KEY AUTOINCREMENT, workload REFERENCES workloads, target_key,
+                  newest_record, times JSON, created)
 """
 from __future__ import annotations
 
@@ -29,12 +36,24 @@ from typing import Callable
 from metasched.errors import DatabaseError
 
 APPLICATION_ID = 0x4D534348  # "MSCH" in the SQLite header marks a metasched database
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_SECONDS = 30.0
+
+
+def _add_confirmations(connection: sqlite3.Connection) -> None:
+    connection.execute("""CREATE TABLE confirmations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        workload TEXT NOT NULL REFERENCES workloads(key),
+        target_key TEXT NOT NULL,
+        newest_record INTEGER NOT NULL,
+        times TEXT NOT NULL,
+        created REAL NOT NULL)""")
+    connection.execute("CREATE INDEX confirmations_of ON confirmations (workload, target_key)")
+
 
 # MIGRATIONS[v] turns a version-v database into a version v+1 one, inside the transaction
 # that opening runs them in; add one here with every change of the schema.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _add_confirmations}
 
 _VERSION_1 = (
     """CREATE TABLE workloads (

@@ -13,7 +13,7 @@ from typing import Callable, Optional, Sequence, Union
 import numpy as np
 
 from metasched.codegen import CodegenOptions
-from metasched.database import Database, Record, Target
+from metasched.database import Confirmation, Database, Record, Target
 from metasched.lang.workload import Workload
 from metasched.measure import Builder, Runner
 from metasched.measure.worker import WorkerPool
@@ -63,6 +63,8 @@ class TuneResult:
     exhausted: bool = False  # the strategy found no more new programs before the budget
     rounds: list[str] = field(default_factory=list)
     retimed: int = 0  # clear losers timed again because the machine was busy (``LoadGuard``)
+    confirmation: Optional[Confirmation] = None  # the fastest timed again in turns at the end
+    unconfirmed: list[str] = field(default_factory=list)  # why a record could not be timed again
 
     @property
     def best_trace(self) -> Optional[Trace]:
@@ -159,11 +161,14 @@ class WorkerTasks:
         return [o.value if o.ok else fn(*args) for o, args in zip(outcomes, tasks)]
 
 
+CONFIRM_ROUNDS = 3  # rounds of timing in turns at the end of a run (``_Loop.confirm``)
+
+
 def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.PathLike, Database] = None,
          seed: int = 0, strategy: Union[str, SearchStrategy] = DEFAULT_STRATEGY, *,
          space: Optional[SpaceGenerator] = None, options: Optional[CodegenOptions] = None,
          batch_size: Optional[int] = None, builder: Optional[Builder] = None, runner: Optional[Runner] = None,
-         progress: Union[bool, ProgressCallback] = False) -> TuneResult:
+         progress: Union[bool, ProgressCallback] = False, confirm: int = 4) -> TuneResult:
     """Tune ``workload`` until the database holds ``trials`` trials of it on this target.
 
     ``trials`` is the budget of the workload on this target, counting what ``database`` (a
@@ -175,11 +180,18 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     target's thread count; a given ``builder``'s own options win). ``builder`` and ``runner``
     default to fresh ones, closed at the end; given ones stay open for the caller.
     ``batch_size``: programs built and measured per proposal (default: the strategy's, 16 for
-    evolutionary search, 8 for random). ``progress``: True draws a progress bar; a callable is called with each trial and the best
-    median seconds so far.
+    evolutionary search, 8 for random). ``progress``: True draws a progress bar; a callable is
+    called with each trial and the best median seconds so far.
+
+    ``confirm``: when the run measured anything, the ``confirm`` fastest programs (and the
+    winner of the last confirmation) are built and timed again at the end, in turns, and the
+    database records it (``Database.confirm``): it decides the best. Each trial was timed
+    alone, at its own moment of a shared machine's load, and the fastest of them is often the
+    one timed at a quiet moment, not the fastest program. 0 or 1: no confirmation.
     """
-    if trials < 0 or (batch_size is not None and batch_size < 1):
-        raise ValueError(f"trials must be >= 0 and batch_size >= 1, got {trials} and {batch_size}")
+    if trials < 0 or (batch_size is not None and batch_size < 1) or confirm < 0:
+        raise ValueError(f"trials and confirm must be >= 0 and batch_size >= 1, got {trials}, {confirm} "
+                         f"and {batch_size}")
     started = time.perf_counter()
     db = database if isinstance(database, Database) else Database(database or ":memory:")
     owned: list = [] if isinstance(database, Database) else [db]
@@ -205,8 +217,10 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
             tasks = WorkerTasks(builder.workers) if isinstance(builder, Builder) else InProcess()
             search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
                                        db.measured(workload, target), db, target, tasks))
-            _Loop(workload, db, target, builder, runner, search, result, show, LoadGuard()).run(
-                trials - earlier, batch_size)
+            loop = _Loop(workload, db, target, builder, runner, search, result, show, LoadGuard())
+            loop.run(trials - earlier, batch_size)
+            if confirm > 1 and result.history:
+                result.confirmation = loop.confirm(confirm, CONFIRM_ROUNDS)
             result.best_record = db.best(workload, target)
     finally:
         for thing in reversed(owned):
@@ -242,12 +256,44 @@ class _Loop:
                 if not schedules:
                     self.result.exhausted = True
                     return
-                seconds = [self._measure(sch, built) for sch, built in zip(schedules, self._build(schedules))]
+                built = self._build([sch.trace for sch in schedules])
+                seconds = [self._measure(sch, result) for sch, result in zip(schedules, built)]
                 self.search.notify(schedules, seconds)
                 self._report_round()
         finally:
             if hasattr(self.progress, "close"):
                 self.progress.close()
+
+    def confirm(self, count: int, rounds: int) -> Optional[Confirmation]:
+        """Builds the ``count`` fastest records (by their medians) and the winner of the last
+        confirmation, times them in turns for ``rounds`` rounds (in one order, then the other)
+        and records it; the confirmation, or None when fewer than two ran."""
+        done = sorted((r for r in self.db.records(self.workload, self.target) if r.ok), key=lambda r: (r.median, r.id))
+        chosen = done[:count]
+        previous = self.db.confirmation(self.workload, self.target)
+        if previous is not None and previous.winner not in {r.id for r in chosen}:
+            chosen += [r for r in done if r.id == previous.winner]
+        if len(chosen) < 2:
+            return None
+        built = []
+        for record, result in zip(chosen, self._build([r.trace for r in chosen])):
+            if result.ok:
+                built.append((record, result.artifact))
+            else:
+                self.result.unconfirmed.append(f"record {record.id}: {result.error}")
+        times: dict[int, list[float]] = {record.id: [] for record, _ in built}
+        for round_ in range(rounds):
+            turn = [(r, a) for r, a in (built if round_ % 2 == 0 else built[::-1]) if r.id in times]
+            started = time.perf_counter()
+            measured = self.runner.run(self.workload, [artifact for _, artifact in turn])
+            self.result.run_seconds += time.perf_counter() - started
+            for (record, _), run in zip(turn, measured):
+                if run.ok:
+                    times[record.id].append(run.median)
+                else:
+                    self.result.unconfirmed.append(f"record {record.id}: {run.error}")
+                    del times[record.id]
+        return self.db.confirm(self.workload, self.target, times) if len(times) > 1 else None
 
     def _report_round(self) -> None:
         """What a strategy that keeps ``rounds`` (``EvolutionarySearch``) did in its last one,
@@ -258,9 +304,9 @@ class _Loop:
             if hasattr(self.progress, "note"):
                 self.progress.note(f"round {len(self.result.rounds)}: {rounds[-1]}")
 
-    def _build(self, schedules: list[Schedule]):
+    def _build(self, traces: list[Trace]):
         started = time.perf_counter()
-        built = self.builder.build(self.workload, [s.trace for s in schedules])
+        built = self.builder.build(self.workload, traces)
         self.result.build_seconds += time.perf_counter() - started
         return built
 

@@ -156,7 +156,9 @@ def test_a_file_with_wiped_pages_is_refused(tmp_path):
 def test_a_file_with_broken_page_pointers_is_refused_by_quick_check(tmp_path):
     path = _filled(tmp_path / "tuning.db", 20)
     size, count = _pages(path)
-    _overwrite(path, [count // 2 * size + 8], b"\xa5" * 16)  # the page's first cell pointers
+    data = path.read_bytes()
+    leaf = next(page for page in range(count // 2, count) if data[page * size] == 0x0D)  # a table's leaf
+    _overwrite(path, [leaf * size + 8], b"\xa5" * 16)  # the page's first cell pointers
     _refused(path, "damaged: SQLite's quick_check finds")
 
 
@@ -189,24 +191,45 @@ def _add_note_column(connection):
     connection.execute("ALTER TABLE records ADD COLUMN note TEXT NOT NULL DEFAULT 'from version 1'")
 
 
+def _next_version(monkeypatch, migration):
+    """Pretends this metasched's schema is one version newer, reached by ``migration``."""
+    version = schema.SCHEMA_VERSION
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", version + 1)
+    monkeypatch.setattr(schema, "MIGRATIONS", {**schema.MIGRATIONS, version: migration})
+    return version
+
+
 def test_an_older_file_is_migrated_and_keeps_its_records(tmp_path, monkeypatch):
     path = _filled(tmp_path / "tuning.db", 3)
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: _add_note_column})
+    _next_version(monkeypatch, _add_note_column)
     with Database(path) as db:
         assert [r.trace for r in db.records(matmul_relu())] == list(traces(3))
         notes = db._connection.execute("SELECT note FROM records").fetchall()
     assert notes == [("from version 1",)] * 3
-    assert _header(path)[:2] == (schema.APPLICATION_ID, 2)
+    assert _header(path)[:2] == (schema.APPLICATION_ID, schema.SCHEMA_VERSION)
+
+
+def test_a_version_1_file_gains_the_confirmations_and_keeps_its_records(tmp_path, monkeypatch):
+    with monkeypatch.context() as version_1:
+        version_1.setattr(schema, "SCHEMA_VERSION", 1)
+        version_1.setattr(schema, "MIGRATIONS", {})
+        path = _filled(tmp_path / "tuning.db", 3)
+    assert _header(path)[1] == 1
+    with Database(path) as db:
+        assert [r.trace for r in db.records(matmul_relu())] == list(traces(3))
+        assert db.confirmation(matmul_relu(), TARGET) is None
+        db.confirm(matmul_relu(), TARGET, {1: [2e-3], 3: [1e-3]})
+        assert db.best(matmul_relu(), TARGET).id == 3
+    assert _header(path)[1] == 2
 
 
 def test_a_new_file_takes_every_migration(tmp_path, monkeypatch):
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: _add_note_column})
+    _next_version(monkeypatch, _add_note_column)
     path = _filled(tmp_path / "tuning.db", 1)
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT note FROM records").fetchall() == [("from version 1",)]
-    assert _header(path)[1] == 2
+        assert raw.execute("SELECT COUNT(*) FROM confirmations").fetchone() == (0,)
+    assert _header(path)[1] == schema.SCHEMA_VERSION
 
 
 def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
@@ -215,12 +238,11 @@ def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
         connection.execute("ALTER TABLE no_such_table ADD COLUMN x")
 
     path = _filled(tmp_path / "tuning.db", 2)
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: half_done})
-    _refused(path, "migrating it from schema 1 to 2 failed: no such table")
+    version = _next_version(monkeypatch, half_done)
+    _refused(path, f"migrating it from schema {version} to {version + 1} failed: no such table")
     monkeypatch.setattr(schema, "MIGRATIONS", {})
-    _refused(path, "no migration from schema 1 to 2")
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
+    _refused(path, f"no migration from schema {version} to {version + 1}")
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", version)
     with Database(path) as db:
         assert len(db) == 2
         assert "note" not in {row[1] for row in db._connection.execute("PRAGMA table_info(records)")}

@@ -122,6 +122,61 @@ def test_best_is_the_smallest_median_on_a_compatible_target(db):
     assert db.best(wl, Target("znver4", "+avx512f,+fma,+avx2", 2)) == tied
 
 
+def test_best_follows_the_latest_confirmation_until_a_record_comes_after_it(db):
+    wl, found = matmul_relu(), traces(6)
+    first, second, third = (db.commit(wl, t, target=TARGET, seconds=[s]) for t, s in zip(found, (1.0, 1.1, 1.2)))
+    assert db.best(wl, TARGET) == first and db.confirmation(wl, TARGET) is None
+    confirmation = db.confirm(wl, TARGET, {first.id: [1.3, 1.4, 1.3], second.id: [1.2, 1.5, 1.2],
+                                           third.id: [1.2, 1.25, 1.3]})
+    assert confirmation.winner == second.id and confirmation.current  # ties with third: the earlier
+    assert db.confirmation(wl, TARGET) == confirmation
+    assert db.best(wl, TARGET) == second
+    db.commit(wl, found[3], target=TARGET, error="timed out")  # a failure changes nothing
+    db.commit(wl, found[4], target=Target("znver3", TARGET.features, 2), seconds=[0.1])  # nor another CPU
+    assert db.best(wl, TARGET) == second
+    fourth = db.commit(wl, found[5], target=TARGET, seconds=[1.05])  # measured alone, after it
+    assert not db.confirmation(wl, TARGET).current
+    assert db.best(wl, TARGET) == first  # the medians decide again
+    db.confirm(wl, TARGET, {second.id: [1.0], fourth.id: [0.9]})
+    assert db.best(wl, TARGET) == fourth
+
+
+@pytest.mark.parametrize("times, message", [
+    ({}, "two records or more"),
+    ({1: [1.0]}, "two records or more"),
+    ([(1, [1.0]), (2, [1.0])], "two records or more"),
+    ({1: [1.0], "2": [1.0]}, "ids"),
+    ({1: [1.0], 2: []}, "either run times"),
+    ({1: [1.0], 2: [-1.0]}, "positive finite"),
+    ({1: [1.0], 3: [1.0]}, "record 3 is not a successful record"),
+    ({1: [1.0], 4: [1.0], 5: [1.0]}, "records 4, 5 are not"),
+])
+def test_a_malformed_confirmation_is_refused_and_nothing_written(db, times, message):
+    wl, found = matmul_relu(), traces(5)
+    db.commit(wl, found[0], target=TARGET, seconds=[1.0])
+    db.commit(wl, found[1], target=TARGET, seconds=[2.0])
+    db.commit(wl, found[2], target=TARGET, error="wrong result")
+    db.commit(matmul_relu(32), found[3], target=TARGET, seconds=[1.0])
+    db.commit(wl, found[4], target=Target("znver3", TARGET.features, 2), seconds=[1.0])
+    with pytest.raises(ValueError, match=message):
+        db.confirm(wl, TARGET, times)
+    assert db.confirmation(wl, TARGET) is None
+
+
+def test_a_damaged_confirmation_names_its_id(tmp_path):
+    path = tmp_path / "tuning.db"
+    wl, found = matmul_relu(), traces(2)
+    with Database(path) as db:
+        for trace in found:
+            db.commit(wl, trace, target=TARGET, seconds=[1.0])
+        db.confirm(wl, TARGET, {1: [1.0], 2: [0.5]})
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE confirmations SET times = '{\"1\": [1.0]}'")
+    raw.close()
+    with Database(path) as db, pytest.raises(DatabaseError, match="confirmation 1 is damaged"):
+        db.best(wl, TARGET)
+
+
 # --- arguments that make no record ---------------------------------------------------------
 
 @pytest.mark.parametrize("result, message", [

@@ -1,0 +1,120 @@
+"""The confirmation at the end of tune(): the fastest records are timed again in turns, and
+that, not a lucky moment of a trial's timing, decides the best."""
+import collections
+
+import numpy as np
+import pytest
+
+from metasched import Database, tune, workloads
+from metasched.database import program_key
+from metasched.measure import RunResult
+from metasched.search import ReplaySearch, SearchContext
+from metasched.space import cpu_default
+from metasched.tune import host_target
+from metasched.tune.tune import CONFIRM_ROUNDS
+
+
+@pytest.fixture(scope="module")
+def wl():
+    return workloads.get("matmul_relu", M=32, N=32, K=32)
+
+
+def proposals(wl, seed, count):
+    search = ReplaySearch()
+    search.start(SearchContext(wl, cpu_default(), np.random.default_rng(seed)))
+    return [program_key(s.trace) for s in search.propose(count)]
+
+
+class DriftingRunner:
+    """Times program ``keys[i]`` at ``1 + i / 10`` ms; the first ``lucky_runs`` runs of the
+    programs in ``lucky`` take ``luck`` times that (a quiet moment of the machine); programs
+    in ``failing`` fail after their first ``fails_after`` runs. Logs each call's program keys."""
+
+    def __init__(self, keys, lucky=(), lucky_runs=2, luck=0.5, failing=(), fails_after=2):
+        self.seconds = {key: 1e-3 * (1 + i / 10) for i, key in enumerate(keys)}
+        self.lucky, self.lucky_runs, self.luck = set(lucky), lucky_runs, luck
+        self.failing, self.fails_after = set(failing), fails_after
+        self.runs, self.calls = collections.Counter(), []
+
+    def start(self):
+        pass
+
+    def close(self):
+        pass
+
+    def run(self, workload, artifacts, best=None):
+        results, keys = [], [program_key(trace) for trace in artifacts]
+        for key in keys:
+            self.runs[key] += 1
+            if key in self.failing and self.runs[key] > self.fails_after:
+                results.append(RunResult((), "run: crashed with SIGSEGV"))
+                continue
+            factor = self.luck if key in self.lucky and self.runs[key] <= self.lucky_runs else 1.0
+            results.append(RunResult((self.seconds[key] * factor,) * 3, None))
+        self.calls.append(keys)
+        return results
+
+
+def test_the_confirmation_picks_the_fastest_over_the_one_timed_at_a_quiet_moment(wl, fake_builder):
+    keys = proposals(wl, seed=3, count=8)
+    runner = DriftingRunner(keys, lucky=[keys[5]])  # 1.5 ms, but timed at 0.75 ms in its trial
+    alone = tune(wl, trials=8, seed=3, strategy="replay", builder=fake_builder, runner=DriftingRunner(
+        keys, lucky=[keys[5]]), confirm=0)
+    assert alone.best_record.program == keys[5] and alone.confirmation is None
+    result = tune(wl, trials=8, seed=3, strategy="replay", builder=fake_builder, runner=runner, batch_size=8)
+    assert [program_key(t.trace) for t in result.history] == keys
+    by_id = {t.index + 1: program_key(t.trace) for t in result.history}  # ids count from 1 in a new file
+    confirmation = result.confirmation
+    # the four fastest by their trials' medians: the lucky one and the truly fastest three
+    assert [by_id[i] for i in confirmation.times] == [keys[0], keys[1], keys[2], keys[5]]  # by id
+    assert all(len(times) == CONFIRM_ROUNDS for times in confirmation.times.values())
+    assert by_id[confirmation.winner] == keys[0] == result.best_record.program
+    # in turns: one order, then the other
+    assert runner.calls[-CONFIRM_ROUNDS:] == [[keys[5], keys[0], keys[1], keys[2]],
+                                             [keys[2], keys[1], keys[0], keys[5]],
+                                             [keys[5], keys[0], keys[1], keys[2]]]
+
+
+def test_a_program_that_fails_when_timed_again_is_left_out(wl, fake_builder):
+    keys = proposals(wl, seed=3, count=8)
+    runner = DriftingRunner(keys, failing=[keys[1]], fails_after=1)
+    result = tune(wl, trials=8, seed=3, strategy="replay", builder=fake_builder, runner=runner, confirm=3)
+    assert result.unconfirmed == ["record 2: run: crashed with SIGSEGV"]
+    by_id = {t.index + 1: program_key(t.trace) for t in result.history}
+    assert [by_id[i] for i in result.confirmation.times] == [keys[0], keys[2]]
+    assert result.best_record.program == keys[0]
+
+
+def test_the_last_winner_is_timed_again_with_the_new_fastest(tmp_path, wl, fake_builder):
+    path = tmp_path / "tuning.db"
+    keys = proposals(wl, seed=3, count=12)
+    runner = DriftingRunner(keys)
+    first = tune(wl, trials=8, database=path, seed=3, strategy="replay", builder=fake_builder, runner=runner,
+                 confirm=2)
+    assert first.best_record.program == keys[0]
+    # The next trials are slower than keys[0] (1.2 to 1.4 ms against 1 ms), but their first runs
+    # come at a quiet moment (a quarter of that), so that their medians are all below its
+    # (0.75 to 0.875 ms): it joins the two fastest of them when they are timed again, and wins.
+    runner.lucky, runner.lucky_runs, runner.luck = set(keys[8:]), 1, 0.25
+    runner.seconds.update({key: runner.seconds[key] * 2 / 3 for key in keys[8:]})
+    second = tune(wl, trials=12, database=path, seed=3, strategy="replay", builder=fake_builder, runner=runner,
+                  confirm=2)
+    with Database(path) as db:
+        programs = {r.id: r.program for r in db.records(wl)}
+        confirmation = db.confirmation(wl, host_target())
+    assert [programs[t.index + 9] for t in second.history] == keys[8:]
+    assert confirmation == second.confirmation and confirmation.current
+    assert [programs[i] for i in confirmation.times] == [keys[0], keys[8], keys[9]]
+    assert programs[confirmation.winner] == keys[0] == second.best_record.program
+
+
+def test_a_real_run_confirms_on_the_real_runner(tmp_path, wl):
+    path = tmp_path / "tuning.db"
+    result = tune(wl, trials=4, database=path, seed=1, strategy="replay", confirm=3)
+    confirmation = result.confirmation
+    assert len(confirmation.times) == 3 and not result.unconfirmed
+    assert all(len(times) == CONFIRM_ROUNDS and min(times) > 0 for times in confirmation.times.values())
+    with Database(path) as db:
+        assert db.best(wl, host_target()).id == confirmation.winner == result.best_record.id
+    again = tune(wl, trials=4, database=path, seed=1, strategy="replay")  # nothing new: nothing confirmed
+    assert again.confirmation is None and again.best_record == result.best_record
