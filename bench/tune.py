@@ -8,9 +8,8 @@ Per workload (matmul_relu 512, dense_bias_relu, conv2d_bias_relu, softmax 1024, 
 to twice as many in the same database, and ``tune(strategy="replay")`` with twice as many in
 another. Each run ends with tune's confirmation (its 4 fastest programs timed again together,
 in turns, which decides the best: ``tune``'s ``confirm``). Each best kernel is then built from
-its database, checked, and timed in turns with
-numpy (PyTorch when installed) and with the hand-written schedule where there is one (medians
-of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1 we are
+its database, checked, and timed in turns with numpy (PyTorch when installed) and with the
+hand-written schedule where there is one (medians of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1 we are
 faster), tuning wall time and the search's share of it (what is neither building nor
 measuring); then per workload the median over the seeds of each figure. One run of 64 trials
 is one draw from a wide distribution (the measured times steer the search, and they are noisy),
