@@ -324,7 +324,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if result.retimed:
             print(f"the machine was busy: {result.retimed} programs timed once were timed again")
         for reason in result.unconfirmed:
-            print(f"failed when timed again: {reason}")
+            print(f"not confirmed: {reason}")
         if result.confirmation is not None:
             print(_confirmed(result.confirmation))
         if args.plot:

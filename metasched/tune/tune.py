@@ -64,7 +64,7 @@ class TuneResult:
     rounds: list[str] = field(default_factory=list)
     retimed: int = 0  # clear losers timed again because the machine was busy (``LoadGuard``)
     confirmation: Optional[Confirmation] = None  # the fastest timed again in turns at the end
-    unconfirmed: list[str] = field(default_factory=list)  # why a record could not be timed again
+    unconfirmed: list[str] = field(default_factory=list)  # why records, or all, were not confirmed
 
     @property
     def best_trace(self) -> Optional[Trace]:
@@ -266,8 +266,17 @@ class _Loop:
 
     def confirm(self, count: int, rounds: int) -> Optional[Confirmation]:
         """Builds the ``count`` fastest records (by their medians) and the winner of the last
-        confirmation, times them in turns for ``rounds`` rounds (in one order, then the other)
-        and records it; the confirmation, or None when fewer than two ran."""
+        confirmation, times them in turns (``_in_turns``) and records it; the confirmation, or
+        None when fewer than two ran or the machine stayed busy.
+
+        Busy: the programs ran, in the median, more than ``LoadGuard.factor`` times slower
+        than when tuned. Another process then holds a core or the memory bandwidth, and which
+        program copes best with that says little about which is fastest (seen: four programs
+        all at twice their times, the slowest of them before now the fastest). As the load
+        guard does, it waits for the machine (``LoadGuard.waits``) and times them again; a
+        machine still busy after that leaves the best to the medians. (Programs whose trials
+        were all timed at quiet moments more than that factor faster look the same, and the
+        medians decide for them too, as they would without a confirmation.)"""
         done = sorted((r for r in self.db.records(self.workload, self.target) if r.ok), key=lambda r: (r.median, r.id))
         chosen = done[:count]
         previous = self.db.confirmation(self.workload, self.target)
@@ -281,6 +290,23 @@ class _Loop:
                 built.append((record, result.artifact))
             else:
                 self.result.unconfirmed.append(f"record {record.id}: {result.error}")
+        for wait in (None, *self.guard.waits):
+            if wait is not None:
+                self.guard.sleep(wait)
+            times = self._in_turns(built, rounds)
+            if len(times) < 2:
+                return None
+            slowdown = statistics.median(statistics.median(times[r.id]) / r.median for r, _ in built)
+            if slowdown <= self.guard.factor:
+                return self.db.confirm(self.workload, self.target, times)
+        self.result.unconfirmed.append(f"the machine stayed busy: the fastest programs ran {slowdown:.1f} times "
+                                       "slower than when tuned, so no confirmation was recorded")
+        return None
+
+    def _in_turns(self, built: list, rounds: int) -> dict[int, list[float]]:
+        """Times the ``(record, artifact)`` pairs of ``built`` in turns, ``rounds`` times (in one
+        order, then the other): each record's median seconds per round, by id. One that fails
+        is reported and dropped from ``built``."""
         times: dict[int, list[float]] = {record.id: [] for record, _ in built}
         for round_ in range(rounds):
             turn = [(r, a) for r, a in (built if round_ % 2 == 0 else built[::-1]) if r.id in times]
@@ -293,7 +319,8 @@ class _Loop:
                 else:
                     self.result.unconfirmed.append(f"record {record.id}: {run.error}")
                     del times[record.id]
-        return self.db.confirm(self.workload, self.target, times) if len(times) > 1 else None
+        built[:] = [(r, a) for r, a in built if r.id in times]
+        return times
 
     def _report_round(self) -> None:
         """What a strategy that keeps ``rounds`` (``EvolutionarySearch``) did in its last one,

@@ -28,12 +28,14 @@ def proposals(wl, seed, count):
 class DriftingRunner:
     """Times program ``keys[i]`` at ``1 + i / 10`` ms; the first ``lucky_runs`` runs of the
     programs in ``lucky`` take ``luck`` times that (a quiet moment of the machine); programs
-    in ``failing`` fail after their first ``fails_after`` runs. Logs each call's program keys."""
+    in ``failing`` fail after their first ``fails_after`` runs; the first ``busy_turns``
+    calls with several programs (the confirmation's turns) take twice as long, and the slowest
+    program runs as fast as the fastest then. Logs each call's program keys."""
 
-    def __init__(self, keys, lucky=(), lucky_runs=2, luck=0.5, failing=(), fails_after=2):
+    def __init__(self, keys, lucky=(), lucky_runs=2, luck=0.5, failing=(), fails_after=2, busy_turns=0):
         self.seconds = {key: 1e-3 * (1 + i / 10) for i, key in enumerate(keys)}
         self.lucky, self.lucky_runs, self.luck = set(lucky), lucky_runs, luck
-        self.failing, self.fails_after = set(failing), fails_after
+        self.failing, self.fails_after, self.busy_turns = set(failing), fails_after, busy_turns
         self.runs, self.calls = collections.Counter(), []
 
     def start(self):
@@ -44,7 +46,12 @@ class DriftingRunner:
 
     def run(self, workload, artifacts, best=None):
         results, keys = [], [program_key(trace) for trace in artifacts]
+        busy = len(keys) > 1 and self.busy_turns > 0
+        self.busy_turns -= busy
         for key in keys:
+            if busy:
+                results.append(RunResult((2e-3 * (2 - self.seconds[key] * 1e3 / 2),) * 3, None))
+                continue
             self.runs[key] += 1
             if key in self.failing and self.runs[key] > self.fails_after:
                 results.append(RunResult((), "run: crashed with SIGSEGV"))
@@ -93,9 +100,9 @@ def test_the_last_winner_is_timed_again_with_the_new_fastest(tmp_path, wl, fake_
                  confirm=2)
     assert first.best_record.program == keys[0]
     # The next trials are slower than keys[0] (1.2 to 1.4 ms against 1 ms), but their first runs
-    # come at a quiet moment (a quarter of that), so that their medians are all below its
-    # (0.75 to 0.875 ms): it joins the two fastest of them when they are timed again, and wins.
-    runner.lucky, runner.lucky_runs, runner.luck = set(keys[8:]), 1, 0.25
+    # come at a quiet moment (half that), so that the medians of the first two (0.9 and 0.95 ms)
+    # are below its: it joins them when they are timed again, and wins.
+    runner.lucky, runner.lucky_runs, runner.luck = set(keys[8:]), 1, 0.5
     runner.seconds.update({key: runner.seconds[key] * 2 / 3 for key in keys[8:]})
     second = tune(wl, trials=12, database=path, seed=3, strategy="replay", builder=fake_builder, runner=runner,
                   confirm=2)
@@ -118,3 +125,24 @@ def test_a_real_run_confirms_on_the_real_runner(tmp_path, wl):
         assert db.best(wl, host_target()).id == confirmation.winner == result.best_record.id
     again = tune(wl, trials=4, database=path, seed=1, strategy="replay")  # nothing new: nothing confirmed
     assert again.confirmation is None and again.best_record == result.best_record
+
+
+def test_a_confirmation_on_a_busy_machine_waits_and_times_them_again(wl, fake_builder):
+    keys = proposals(wl, seed=3, count=8)
+    runner = DriftingRunner(keys, busy_turns=CONFIRM_ROUNDS)  # its first try is all busy
+    result = tune(wl, trials=8, seed=3, strategy="replay", builder=fake_builder, runner=runner)
+    assert sum(len(call) > 1 for call in runner.calls) == 2 * CONFIRM_ROUNDS
+    assert not result.unconfirmed
+    assert result.confirmation.times[1] == (1e-3,) * CONFIRM_ROUNDS  # the second try's times
+    assert result.best_record.program == keys[0]
+
+
+def test_a_machine_that_stays_busy_leaves_the_best_to_the_medians(wl, fake_builder):
+    keys = proposals(wl, seed=3, count=8)
+    runner = DriftingRunner(keys, lucky=[keys[5]], busy_turns=1000)
+    result = tune(wl, trials=8, seed=3, strategy="replay", builder=fake_builder, runner=runner)
+    assert sum(len(call) > 1 for call in runner.calls) == 4 * CONFIRM_ROUNDS  # after 3 waits
+    assert result.confirmation is None
+    assert result.unconfirmed == ["the machine stayed busy: the fastest programs ran 2.8 times slower than "
+                                  "when tuned, so no confirmation was recorded"]
+    assert result.best_record.program == keys[5]  # the medians decide
