@@ -212,9 +212,9 @@ class Database:
 
     def _newest(self, connection: sqlite3.Connection, workload_key: str, target_key: str) -> int:
         with self._sqlite_errors():
-            (newest,) = connection.execute("SELECT COALESCE(MAX(id), 0) FROM records WHERE workload = ? "
-                                           "AND target_key = ? AND error IS NULL", (workload_key, target_key)).fetchone()
-        return newest
+            row = connection.execute("SELECT COALESCE(MAX(id), 0) FROM records WHERE workload = ? "
+                                     "AND target_key = ? AND error IS NULL", (workload_key, target_key)).fetchone()
+        return row[0]
 
     def _median(self, record_id: int, seconds: str) -> float:
         try:

@@ -48,8 +48,9 @@ class Trial:
 class TuneResult:
     """What a tuning run found. ``best_*`` come from the database (``Database.best``): the
     fastest program ever measured for this workload on this target, this run's or an earlier
-    one's, as the run's confirmation decided it (None when none ran correctly). ``history`` holds this run's trials in order; ``rounds`` what the search
-    did in each of its rounds, for a strategy that says (``EvolutionarySearch``)."""
+    one's, as the run's confirmation decided it (None when none ran correctly). ``history``
+    holds this run's trials in order; ``rounds`` what the search did in each of its rounds,
+    for a strategy that says (``EvolutionarySearch``)."""
 
     workload: Workload
     target: Target
