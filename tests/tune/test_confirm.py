@@ -29,8 +29,8 @@ class DriftingRunner:
     """Times program ``keys[i]`` at ``1 + i / 10`` ms; the first ``lucky_runs`` runs of the
     programs in ``lucky`` take ``luck`` times that (a quiet moment of the machine); programs
     in ``failing`` fail after their first ``fails_after`` runs; the first ``busy_turns``
-    calls with several programs (the confirmation's turns) take twice as long, and the slowest
-    program runs as fast as the fastest then. Logs each call's program keys."""
+    calls with several programs (the confirmation's turns) take 2 to 3 ms, the slower a
+    program the faster then (the load decides the order). Logs each call's program keys."""
 
     def __init__(self, keys, lucky=(), lucky_runs=2, luck=0.5, failing=(), fails_after=2, busy_turns=0):
         self.seconds = {key: 1e-3 * (1 + i / 10) for i, key in enumerate(keys)}
