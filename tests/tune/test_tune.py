@@ -54,9 +54,14 @@ def test_each_fault_costs_one_trial_and_the_run_finds_the_right_best(wl):
     assert reasons[keys[5]].startswith("run: wrong result")
     good = [t for t in result.history if t.ok]
     assert len(good) == 4
-    # the four that ran are timed again in turns, and the fastest then is the best
-    assert len(result.confirmation.times) == 4 and not result.unconfirmed
-    assert result.best_record.id == result.confirmation.winner
+    # the four that ran are timed again in turns, and the fastest then is the best; unless the
+    # machine stayed busy through the confirmation's waits, when the medians decide
+    if result.confirmation is not None:
+        assert len(result.confirmation.times) == 4 and not result.unconfirmed
+        assert result.best_record.id == result.confirmation.winner
+    else:
+        assert "stayed busy" in result.unconfirmed[-1]
+        assert result.best_trace == min(good, key=lambda t: t.seconds).trace
     assert program_key(result.best_trace) in {program_key(t.trace) for t in good}
     assert runner._pool.workers[0].started == 3  # replaced after the crash and the hang
 
