@@ -29,7 +29,7 @@ from metasched.database.records import (
     record_from_row,
     software_versions,
 )
-from metasched.database.schema import connect
+from metasched.database.schema import connect, read_snapshot
 from metasched.database.target import Target
 
 WorkloadRef = Union[Workload, str]  # a workload, or its key
@@ -294,16 +294,9 @@ class Database:
 
     @contextmanager
     def _snapshot(self) -> Iterator[None]:
-        """A read transaction: the reads inside it see one state of the file, though another
-        process commits meanwhile."""
-        connection = self._live()
-        with self._sqlite_errors():
-            connection.execute("BEGIN")
-            try:
-                yield
-            finally:
-                if connection.in_transaction:
-                    connection.execute("COMMIT")
+        """``schema.read_snapshot``: the reads inside see one state of the file."""
+        with self._sqlite_errors(), read_snapshot(self._live()):
+            yield
 
     @contextmanager
     def _sqlite_errors(self) -> Iterator[None]:

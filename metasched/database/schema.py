@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from metasched.errors import DatabaseError
 
@@ -142,18 +143,24 @@ def _explain(error: sqlite3.Error) -> str:
     return message
 
 
-def _prepare(connection: sqlite3.Connection, path: str) -> None:
-    # One read transaction, so that the reads see one snapshot: another process may be creating
-    # the file, and between two autocommit reads its commit would show an unmarked header with
-    # a version and tables (an "other program's database").
+@contextmanager
+def read_snapshot(connection: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction on ``connection`` (in autocommit mode): the reads inside it see one
+    state of the file though another process commits meanwhile. Between two autocommit reads,
+    a process creating the file would show an unmarked header with a version and tables."""
     connection.execute("BEGIN")
     try:
-        version = _inspect(connection, path)
-        if version:
-            _check_integrity(connection, path)
+        yield
     finally:
         if connection.in_transaction:  # SQLite ends it itself on some errors
             connection.execute("COMMIT")  # it only read
+
+
+def _prepare(connection: sqlite3.Connection, path: str) -> None:
+    with read_snapshot(connection):  # another process may be creating the file
+        version = _inspect(connection, path)
+        if version:
+            _check_integrity(connection, path)
     mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if mode not in ("wal", "memory"):
         raise DatabaseError(f"cannot open the database {path}: SQLite cannot keep a write-ahead log there "
