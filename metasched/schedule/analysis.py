@@ -242,6 +242,7 @@ def blocks(sch) -> tuple[str, ...]:
 
 def compute_locations(sch, block_rv) -> tuple[int, ...]:
     """The decisions ``sample_compute_location`` may take for ``block_rv`` now: ``INLINE`` (-2)
-    where inlining is legal, ``ROOT`` (-1), then the indices of the loops of its only consumer.
-    Mutators replay a trace with a decision provider that asks this."""
+    where inlining is legal, ``ROOT`` (-1), then the indices of the loops of its only consumer
+    that MetaSchedule keeps (``compute_location.locations``: no unit loop, none past the
+    reductions). Mutators replay a trace with a decision provider that asks this."""
     return tuple(locations(_state(sch), _stage(sch, block_rv))[0])

@@ -211,11 +211,28 @@ def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageSta
 
 def locations(state: ScheduleState, stage: StageState) -> tuple[list[int], list[IterVar]]:
     """The candidate decisions of ``sample_compute_location`` (sorted: -2 inline where legal,
-    -1 root, then loop indices) and the loops those indices name."""
+    -1 root, then loop indices) and the loops those indices name.
+
+    The loops are those of the only consumer that MetaSchedule's ``CollectComputeLocation``
+    keeps: no unit loop (computing there is computing at the root, but inside a loop that
+    stops the parallel rewrite's prefix, so the whole program would run on one core); no
+    data-parallel loop after a reduction loop; no reduction loop after the last data-parallel
+    one (recomputing the producer per step of the innermost reduction)."""
     candidates = ([-2] if can_inline(state, stage) else []) + [-1]
     consumers = state.consumers(stage)
     if len(consumers) == 1 and not state.attached_at(stage) and not stage.statement.is_output:
         loops = list(consumers[0].leaves)
-        candidates += list(range(len(loops)))
+        last_spatial = max((i for i, loop in enumerate(loops) if not loop.is_reduce), default=-1)
+        reduced = False
+        for i, loop in enumerate(loops):
+            if loop.extent == 1:
+                continue
+            if loop.is_reduce:
+                reduced = True
+                if i > last_spatial:
+                    break
+            elif reduced:
+                break
+            candidates.append(i)
         return candidates, loops
     return candidates, []

@@ -4,6 +4,7 @@ import pytest
 
 import metasched
 from metasched import Schedule, ScheduleError, Trace, replay, workloads
+from metasched.schedule import analysis
 from metasched.testing import assert_equivalent
 
 
@@ -319,9 +320,31 @@ def test_sample_compute_location_decisions():
     s.compute_at(p, loop)
     assert_equivalent(s)
     assert s.trace.decisions[len(s.trace.insts) - 2] == 3  # a valid decision is kept as it is
-    # a decision that is no longer a candidate becomes the nearest one below it: Y has 7 loops
+    # a decision that is no longer a candidate becomes the nearest one below it: of Y's 7
+    # loops (n f y x | c r s) the last candidate is x, the last data-parallel one
     t = Schedule(workloads.get("conv2d_bias_relu", C=2, H=4, W=4, F=2))
-    assert t.get(t.sample_compute_location(t.get_block("P"), decision=99)).name == "s"
+    assert t.get(t.sample_compute_location(t.get_block("P"), decision=99)).name == "x"
+    assert t.trace.decisions[len(t.trace.insts) - 1] == 3
+
+
+def test_compute_locations_follow_metaschedules_rules():
+    # Y's loops n f y x c r s: n has extent 1 (N=1), c r s are reductions after the last
+    # data-parallel loop; so P may go inline, at the root, or at f, y or x
+    sch = Schedule(workloads.get("conv2d_bias_relu", C=2, H=4, W=4, F=2))
+    p, y = sch.get_block("P"), sch.get_block("Y")
+    assert analysis.compute_locations(sch, p) == (-2, -1, 1, 2, 3)
+    # tiled: the reductions come before the last data-parallel level, and each loop of
+    # extent 1 is left out, as is every data-parallel loop after the first reduction
+    n, f, h, w, c, r, s = sch.get_loops(y)
+    f0, f1 = sch.split(f, [1, 2])
+    c0, c1 = sch.split(c, [2, 1])
+    sch.reorder(n, f0, h, w, c0, r, f1, s, c1)
+    assert analysis.compute_locations(sch, p) == (-2, -1, 2, 3, 4, 5)
+    # a decision on a left-out loop (f0, extent 1) becomes the candidate below it: the root
+    assert sch.get(sch.sample_compute_location(p, decision=1)) == "root"
+    # compute_at itself still takes a unit loop, and the program stays right
+    sch.compute_at(p, sch.get_loops(y)[1])
+    assert_equivalent(sch)
 
 
 def test_copy_is_independent(mm_relu):
