@@ -622,8 +622,8 @@ class Schedule:
     def sample_compute_location(self, block: BlockRV, decision: Optional[int] = None) -> Decided[LoopRV]:
         """Where to compute ``block``: -2 inline, -1 root, otherwise the index of a loop of its
         only consumer, among those MetaSchedule samples (``compute_location.locations``: no
-        unit loop, none past the reductions; ``compute_at`` itself takes any). A decision that is no longer a
-        candidate becomes the nearest candidate below it (MetaSchedule's rule)."""
+        unit loop, none past the reductions; ``compute_at`` itself takes any). A decision that
+        is no longer a candidate becomes the nearest candidate below it (MetaSchedule's rule)."""
         stage = self._stage(block, "sample_compute_location")
         candidates, loops = compute_location.locations(self._state, stage)
         if decision is None:
