@@ -182,6 +182,35 @@ def test_matmul_update_counts_multiply_adds_and_reuse():
     assert col(table, "r2_reuse_bytes")[0] == log(4 + 64 + 64)
 
 
+def square_matmul(n, tile=None):
+    """C[i, j] += A[i, k] * B[k, j], all n x n float32, loops i, j, k; with ``tile``, j is
+    split into jo and ji (``tile`` wide) and the loops run i, jo, k, ji."""
+    a, b, c = buf("A", n, n), buf("B", n, n), buf("C", n, n)
+    j = "j" if tile is None else BinOp("+", BinOp("*", Var("jo"), IntImm(tile)), Var("ji"))
+    update = st(c, ("i", j), BinOp("+", ld(c, "i", j), BinOp("*", ld(a, "i", "k"), ld(b, "k", j))))
+    if tile is None:
+        nest = loop("i", n, S, loop("j", n, S, loop("k", n, S, update)))
+    else:
+        nest = loop("i", n, S, loop("jo", n // tile, S, loop("k", n, S, loop("ji", tile, S, update))))
+    return fn([a, b], [c], nest)
+
+
+def test_cache_intensities_read_the_outermost_level_that_fits():
+    """128 x 128 x 128, untiled: the k loop touches one element of C, a row of A and a column
+    of B (4 + 512 + 512 bytes); the j loop all of B (64 KiB), over the 32 KiB of L1; the whole
+    nest 192 KiB, within 512 KiB. So L1 sees 256 flops over 1028 bytes and L2 the whole nest."""
+    table = per_store_features(square_matmul(128))
+    assert col(table, "intensity_l1")[0] == pytest.approx(log(256 / 1028), rel=1e-6)
+    assert col(table, "intensity_l2")[0] == pytest.approx(log(2 * 128 ** 3 / (3 * 65536)), rel=1e-6)
+    # Splitting j by 16 and moving k out of it: the k loop now touches a 16-wide row of C,
+    # a row of A and a 128 x 16 panel of B (64 + 512 + 8192 bytes), which fits L1 and does
+    # sixteen times the work: more flops per byte from L1, the same nest for L2.
+    tiled = per_store_features(square_matmul(128, tile=16))
+    assert col(tiled, "intensity_l1")[0] == pytest.approx(log(2 * 128 * 16 / (64 + 512 + 8192)), rel=1e-6)
+    assert col(tiled, "intensity_l1")[0] > col(table, "intensity_l1")[0]
+    assert col(tiled, "intensity_l2")[0] == col(table, "intensity_l2")[0]
+
+
 def test_rolled_loop_is_the_innermost_serial_one():
     """The matmul update of the test above: j is the innermost rolled loop (k is unrolled).
     Along j, C and B move one element per step and A stays: LLVM may vectorize j."""
