@@ -121,7 +121,7 @@ def test_a_real_run_confirms_on_the_real_runner(tmp_path, wl):
     if result.unconfirmed and "stayed busy" in result.unconfirmed[-1]:
         pytest.skip(f"real timings on a loaded machine: {result.unconfirmed[-1]}")  # tested with fakes above
     confirmation = result.confirmation
-    assert len(confirmation.times) == 3 and not result.unconfirmed
+    assert len(confirmation.times) == 3 and not result.unconfirmed, result.unconfirmed  # say why
     assert all(len(times) == CONFIRM_ROUNDS and min(times) > 0 for times in confirmation.times.values())
     with Database(path) as db:
         assert db.best(wl, host_target()).id == confirmation.winner == result.best_record.id
