@@ -6,8 +6,9 @@ when it is installed), and the cost of replaying a trace, measured in one run.
 Every ratio compares two timings taken in alternation in this run (the median of the
 per-round ratios), so that the load of a shared machine affects both sides alike.
 
-(a) matmul 1024: tiles in a local write cache, copied out after each tile (cache_write,
-    reverse_compute_at, unroll, vectorize, parallel), against numpy's ``A @ B``
+(a) matmul 1024: tiles in a local write cache, copied out after each tile, each panel of B
+    packed first (cache_write, reverse_compute_at, cache_read, compute_at, unroll, vectorize,
+    parallel), against numpy's ``A @ B``
 (b) matmul_relu 512 with the ReLU folded into the tiles' copy-out, against
     ``np.maximum(A @ B, 0)``
 (c) reduce_cols 4096x4096 two ways against ``X.sum(axis=0)``: streaming rows (the reduction

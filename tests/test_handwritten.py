@@ -9,6 +9,8 @@ CASES = [
     ("tiled_matmul batch", lambda: handwritten.tiled_matmul(workloads.get("batch_matmul", BATCH=3, M=9, K=5, N=33))),
     ("tiled_transpose", lambda: handwritten.tiled_transpose(workloads.get("transpose_add", M=37, N=21))),
     ("cached_matmul", lambda: handwritten.cached_matmul(workloads.get("matmul", M=20, N=70, K=130))),
+    ("cached_matmul unpacked", lambda: handwritten.cached_matmul(workloads.get("matmul", M=20, N=70, K=130),
+                                                                  pack=False)),
     ("cached_matmul epilogue", lambda: handwritten.cached_matmul(workloads.get("matmul_relu", M=20, N=70, K=9),
                                                                   epilogue="D")),
     ("cached_matmul batch", lambda: handwritten.cached_matmul(workloads.get("batch_matmul", BATCH=3, M=9, K=5, N=33))),
@@ -26,6 +28,15 @@ CASES = [
 @pytest.mark.parametrize("name, make", CASES, ids=[c[0] for c in CASES])
 def test_hand_written_schedule_matches_reference(name, make):
     assert_equivalent(make())
+
+
+def test_cached_matmul_packs_each_panel_of_b_once_per_outer_tile():
+    wl = workloads.get("matmul", M=20, N=70, K=130)
+    packed = str(handwritten.cached_matmul(wl).lower())
+    # all of K by tile_j columns, allocated and filled inside the parallel loop over the panels
+    assert "for j_0 in parallel(3):\n        B_global = allocate([130, 32], 'float32')" in packed
+    assert "* B_global[" in packed and "* B[" not in packed
+    assert "B_global" not in str(handwritten.cached_matmul(wl, pack=False).lower())
 
 
 def test_sampled_matmul_trace_has_thirty_instructions():
