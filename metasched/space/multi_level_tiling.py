@@ -60,7 +60,14 @@ class MultiLevelTiling(ScheduleRule):
       favour 1 and 2, the tiles of that workload's best kernels.
     * ``fuse_consumer_levels``: the levels after which an element-wise consumer is fused.
     * ``cache_write_levels``: the levels after which the write cache is copied out.
-    * ``cache_scope``: the write cache's scope (``"local"``: a tile-sized array)."""
+    * ``cache_scope``: the write cache's scope (``"local"``: a tile-sized array).
+    * ``pack_panels``: each operand read along the block's last spatial axis and a reduction
+      axis (``B[k, j]`` of a matmul: ``packable_reads``) gets a global read cache whose
+      compute location is sampled (``sample_compute_location``): inline (no copy), the root,
+      or a tile loop of the block, where it copies the panel one tile reads into a contiguous
+      buffer, as BLAS libraries pack B. Without it, rows of B a multiple of 4 KiB apart share
+      L1 sets and evict one another while the reduction walks down a tile. Not in
+      MetaSchedule's CPU space."""
 
     structure: str = "SSRSRS"
     max_innermost_factor: int = 64
@@ -68,6 +75,7 @@ class MultiLevelTiling(ScheduleRule):
     fuse_consumer_levels: tuple[int, ...] = (1, 2)
     cache_write_levels: tuple[int, ...] = (1, 2)
     cache_scope: str = "local"
+    pack_panels: bool = False
 
     def __post_init__(self) -> None:
         _check_structure(self.structure)
@@ -82,6 +90,8 @@ class MultiLevelTiling(ScheduleRule):
                              f"tiles only), got {self.max_imperfect_innermost!r}")
         if self.cache_scope not in SCOPES:
             raise ValueError(f"MultiLevelTiling: cache_scope must be one of {SCOPES}, got {self.cache_scope!r}")
+        if not isinstance(self.pack_panels, bool):
+            raise ValueError(f"MultiLevelTiling: pack_panels must be True or False, got {self.pack_panels!r}")
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
@@ -89,6 +99,10 @@ class MultiLevelTiling(ScheduleRule):
             return [sch]
         sch.annotate(block, TILING_STRUCTURE, self.structure)
         tiles = self._tile(sch, block, info)
+        if self.pack_panels:
+            for buffer in packable_reads(info):
+                panel = sch.cache_read(block, analysis.block(sch, block).reads.index(buffer), "global")
+                sch.compute_at(panel, sch.sample_compute_location(panel))
         return [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
 
     def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo) -> Tiles:
@@ -143,6 +157,21 @@ def needs_tiling(info: BlockInfo) -> bool:
             and TILING_STRUCTURE not in info.annotations and len(info.loops) == len(axes)
             and all(loop.extent == axis.extent and loop.is_reduction == (k >= len(info.spatial))
                     for k, (loop, axis) in enumerate(zip(info.loops, axes))))
+
+
+def packable_reads(info: BlockInfo) -> list[str]:
+    """The tensors ``info``'s block reads, each time exactly at axis variables, with its last
+    spatial axis indexing their last dimension (the vectorized loads) and a reduction axis
+    another (so that a tile's rows lie a row of the tensor apart): ``B`` of ``C[i, j] +=
+    A[i, k] * B[k, j]``."""
+    reduction = {axis.name for axis in info.reduction}
+    packable = []
+    for buffer in info.reads:
+        reads = [acc for acc in info.accesses if acc.buffer == buffer]
+        if all(acc.exact and acc.axes[-1] == info.innermost_axis and reduction.intersection(acc.axes)
+               for acc in reads):
+            packable.append(buffer)
+    return packable
 
 
 def is_fusible_consumer(sch: Schedule, block: BlockRV, consumer: BlockRV) -> bool:

@@ -9,6 +9,7 @@ from metasched.ir import (
     Allocate, BinOp, Buffer, FloatImm, For, ForKind, IfThenElse, IntImm, Load, PrimFunc, Select,
     Seq, Store, Var, seq,
 )
+from metasched.ir.access import sub_stmts
 from metasched.schedule import replay
 from metasched.search.cost_model import program_features
 from metasched.search.features import (
@@ -104,9 +105,12 @@ def test_table_names_descriptions_and_version():
 
 
 def test_shape_and_dtype():
-    table = per_store_features(sample("matmul_relu", 0, M=64, N=64, K=64).lower())
+    func = sample("matmul_relu", 0, M=64, N=64, K=64).lower()
+    table = per_store_features(func)
     assert table.dtype == np.float32
-    assert table.shape == (3, len(FEATURES))  # init, update, epilogue
+    stores = [s.buffer for s in sub_stmts(func.body) if isinstance(s, Store)]
+    assert stores == ["B_global", "C_local", "C_local", "D"]  # the packed panel, init, update, epilogue
+    assert table.shape == (len(stores), len(FEATURES))
 
 
 # -- hand-computed values ---------------------------------------------------------------------

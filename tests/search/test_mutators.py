@@ -102,10 +102,10 @@ def mutants(name: str, which: str, seeds=range(3), small: bool = True, parents=N
 def test_each_mutator_changes_one_decision_of_its_kind_and_no_instruction(name):
     applied = collections.Counter(which for which in MIX for _ in mutants(name, which))
     # Every sample has tiles and an unroll depth (each workload has a reduction), some have a
-    # parallel limit that matters; softmax and conv2d (its padding stage) have blocks whose
-    # location is sampled.
+    # parallel limit that matters; softmax, conv2d (its padding stage) and the matmuls (their
+    # packed panel of B) have blocks whose location is sampled.
     assert applied["tile"] == 18 and applied["unroll"] == 18 and applied["parallel"] > 0
-    assert (applied["compute_location"] > 0) == (name in ("softmax", "conv2d_bias_relu"))
+    assert (applied["compute_location"] > 0) == (name != "reduce_cols")
 
 
 def test_a_trace_without_decisions_has_nothing_to_mutate():
@@ -269,10 +269,10 @@ def test_the_set_draws_mutators_in_metaschedules_proportions():
 
 
 def test_the_set_tries_another_mutator_when_the_drawn_one_finds_nothing():
-    wl = workload("matmul_relu")  # no compute location to change
+    wl = workload("reduce_cols")  # no compute location to change
     mostly_nothing = MutatorSet({MutateComputeLocation(wl): 0.99, MutateTileSize(): 0.01})
     for seed in range(10):
-        parent = traces("matmul_relu")[seed % 6]
+        parent = traces("reduce_cols")[seed % 6]
         assert role(parent, changed(parent, mostly_nothing.mutate(parent, np.random.default_rng(seed)))) == "tile"
 
 
@@ -317,7 +317,10 @@ def test_apply_mutant_post_processes_again_or_drops_the_mutant():
     for parent, mutant, _ in mutants("matmul_relu", "tile"):
         sch = apply_mutant(wl, mutant, SPACE)
         cut = [inst.kind for inst in sch.trace].index("EnterPostproc")
-        assert sch.trace.insts[:cut] == mutant.insts[:cut] and sch.trace.decisions == mutant.decisions
+        assert sch.trace.insts[:cut] == mutant.insts[:cut]
+        # A compute location (the packed panel's) may be repaired to fit the new tiles.
+        kept = {i: d for i, d in mutant.decisions.items() if mutant[i].kind != "SampleComputeLocation"}
+        assert {i: sch.trace.decisions[i] for i in kept} == kept
         redone += sch.trace.insts[cut:] != parent.insts[cut:]  # the postprocessors ran on the new tiles
         assert str(replay(wl, sch.trace)) == str(sch)  # what the builder replays
     assert redone

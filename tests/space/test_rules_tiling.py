@@ -19,6 +19,7 @@ from golden import check_golden
 from metasched import ScheduleError, parse, replay, workloads
 from metasched.schedule import analysis
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, RandomComputeLocation
+from metasched.space.multi_level_tiling import packable_reads
 from metasched.testing import assert_equivalent
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
@@ -126,10 +127,11 @@ def test_every_sampled_compute_location_computes_the_reference(name):
         assert_equivalent(sch)
 
 
-@given(text=workload_texts(), into_producer=st.booleans())
-def test_rules_never_fail_on_random_workloads(text, into_producer):
+@given(text=workload_texts(), into_producer=st.booleans(), pack_panels=st.booleans())
+def test_rules_never_fail_on_random_workloads(text, into_producer, pack_panels):
     wl = parse(text)
-    rules = [AutoInline(into_producer=into_producer), MultiLevelTiling(), RandomComputeLocation()]
+    rules = [AutoInline(into_producer=into_producer), MultiLevelTiling(pack_panels=pack_panels),
+             RandomComputeLocation()]
     for sketch in PostOrderApply(rules=rules).generate(wl):
         assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=1))
 
@@ -230,6 +232,53 @@ def test_tiling_options():
                .generate(wl)) == 1
 
 
+@pytest.mark.parametrize("name, block, packed", [
+    ("matmul_relu", "C", ["B"]), ("dense_bias_relu", "Y", ["Wt"]), ("batch_matmul", "C", ["B"]),
+    # P[n, c, y + r, x + s] and Wt[f, c, r, s]: neither has the last spatial axis alone last.
+    ("conv2d_bias_relu", "Y", []), ("softmax", "s", []),
+    # S[j] += X[i, j] reads X so too, but MultiLevelTiling never tiles it (no data reuse).
+    ("reduce_cols", "S", ["X"]),
+])
+def test_packable_reads_are_the_panels_read_along_the_vector_axis_and_a_reduction(name, block, packed):
+    sch = PostOrderApply(rules=[AutoInline()]).generate(workloads.get(name))[0]
+    assert packable_reads(analysis.block(sch, sch.get_block(block))) == packed
+
+
+def test_packed_panels_are_cached_at_a_sampled_location():
+    rule = MultiLevelTiling(pack_panels=True)
+    wl = workloads.get("dense_bias_relu")
+    sketches = PostOrderApply(rules=[AutoInline(), rule]).generate(wl)
+    assert len(sketches) == 5  # a decision, not a fork
+    for sketch in sketches:
+        text = str(sketch.trace.without_decisions())
+        assert 'cache_read(b1, 1, "global")' in text and "sample_compute_location(" in text
+    # The panel of a tile: all of K by the columns of the tile, allocated inside it.
+    located = {}
+    for sch in every_compute_location(wl, sketches[0].trace):
+        loops = sch.get_loops(sch.get_block("Y"))
+        decision = next(d for i, d in sch.trace.decisions.items() if sch.trace[i].kind == "SampleComputeLocation")
+        located[decision] = (str(sch.lower()), [str(loop) for loop in loops])
+    assert -2 in located and "Wt_global" not in located[-2][0]  # inline: no copy
+    assert "Wt_global = allocate([768, 3072]" in located[-1][0]  # the root: all of Wt
+    assert any("Wt_global = allocate([768, " in text and "Wt_global = allocate([768, 3072]" not in text
+               for decision, (text, _) in located.items() if decision >= 0)
+    # Tiling without packing has no cache read; a workload with nothing to pack is untouched.
+    plain = PostOrderApply(rules=[AutoInline(), MultiLevelTiling()]).generate(wl)
+    assert "cache_read" not in str(plain[0].trace)
+    conv = workloads.get("conv2d_bias_relu")
+    assert sketches_text(PostOrderApply(rules=[AutoInline(), rule]).generate(conv)) == \
+        sketches_text(PostOrderApply(rules=[AutoInline(), MultiLevelTiling()]).generate(conv))
+
+
+@pytest.mark.parametrize("name", ["matmul_relu", "dense_bias_relu", "batch_matmul"])
+def test_every_location_of_a_packed_panel_computes_the_reference(name):
+    wl = workloads.get(name, **SMALL_PARAMS[name])
+    rule = MultiLevelTiling(pack_panels=True)
+    for sketch in PostOrderApply(rules=[AutoInline(), rule]).generate(wl):
+        for sch in every_compute_location(wl, sketch.trace):
+            assert_equivalent(sch)
+
+
 def test_imperfect_tiles_for_every_spatial_loop_but_the_last():
     rule = MultiLevelTiling(max_imperfect_innermost=6, fuse_consumer_levels=(), cache_write_levels=())
     (sketch,) = PostOrderApply(rules=[rule]).generate(workloads.get("batch_matmul"))
@@ -247,6 +296,7 @@ def test_imperfect_tiles_for_every_spatial_loop_but_the_last():
     dict(fuse_consumer_levels=(3,)), dict(cache_write_levels=(0,)), dict(structure="SRSRS"),
     dict(cache_write_levels=2), dict(max_innermost_factor="64"), dict(cache_scope="shared"),
     dict(max_imperfect_innermost=-1), dict(max_imperfect_innermost=True), dict(max_imperfect_innermost=6.0),
+    dict(pack_panels="yes"), dict(pack_panels=1),
 ])
 def test_tiling_refuses_bad_arguments(arguments):
     with pytest.raises(ValueError, match="MultiLevelTiling"):
