@@ -3,8 +3,8 @@
     python bench/search_variants.py WORKLOAD VARIANT... [--trials 64] [--seeds 0-7]
 
 A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``EvolutionaryConfig``
-(``population_size=256,genetic_num_iters=4``) or ``batch_size`` (programs measured per
-proposal). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
+(``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per
+proposal) or ``pack_panels`` (0 or 1: ``MultiLevelTiling``'s option in ``cpu_default()``). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
 the variants one after another (so that the load of this shared machine at a given moment
 falls on all of them); the first variant is the reference. Printed: per seed, each variant's
 best time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of
@@ -42,14 +42,16 @@ import numpy as np
 from common import environment
 from metasched import tune, workloads
 from metasched.search import EvolutionaryConfig, EvolutionarySearch
+from metasched.space import MultiLevelTiling, PostOrderApply, cpu_default
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
 
 
-def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None]:
-    """The config and batch size (None: the strategy's) a VARIANT names."""
+def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderApply]:
+    """The config, batch size (None: the strategy's) and space a VARIANT names."""
+    space = cpu_default()
     if text == "default":
-        return EvolutionaryConfig(), None
+        return EvolutionaryConfig(), None, space
     changes: dict[str, object] = {}
     batch_size = None
     for pair in text.split(","):
@@ -60,12 +62,17 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None]:
             batch_size = int(value)
             if batch_size < 1:
                 raise ValueError(f"{text!r}: batch_size must be at least 1")
+        elif name == "pack_panels":
+            if value not in ("0", "1"):
+                raise ValueError(f"{text!r}: pack_panels must be 0 or 1")
+            space.rules = [dataclasses.replace(rule, pack_panels=value == "1") if isinstance(rule, MultiLevelTiling)
+                           else rule for rule in space.rules]
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
-            raise ValueError(f"{text!r}: {name!r} is neither batch_size nor a field of EvolutionaryConfig "
-                             f"({', '.join(_FIELDS)})")
-    return EvolutionaryConfig(**changes), batch_size
+            raise ValueError(f"{text!r}: {name!r} is neither batch_size, pack_panels nor a field of "
+                             f"EvolutionaryConfig ({', '.join(_FIELDS)})")
+    return EvolutionaryConfig(**changes), batch_size, space
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -97,10 +104,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:
             cells = []
-            for k, (text, (config, batch_size)) in enumerate(variants.items()):
+            for k, (text, (config, batch_size, space)) in enumerate(variants.items()):
                 started = time.perf_counter()
                 result = tune(wl, trials=args.trials, database=str(Path(scratch) / f"{seed}.{k}.db"), seed=seed,
-                              strategy=EvolutionarySearch(config), batch_size=batch_size)
+                              strategy=EvolutionarySearch(config), batch_size=batch_size, space=space)
                 found = result.best_seconds or float("inf")  # inf: no program ran
                 best[text].append(found)
                 cells.append(f"{found * 1e3:.3f} ms ({time.perf_counter() - started:.0f} s)")
