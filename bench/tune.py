@@ -58,9 +58,17 @@ from metasched.workloads.baselines import numpy_baseline
 
 WORKLOADS = ["matmul_relu", "dense_bias_relu", "conv2d_bias_relu", "softmax", "reduce_cols"]
 # TVM MetaSchedule 0.27 with 64 trials (ratio, baseline, tuning wall seconds), as issue 9 gives
-# them: measured on a znver4 with AVX-512. On a znver3 with AVX2 only, the same recipe gave
-# matmul_relu 0.78x numpy (42.9 s), dense_bias_relu 0.85x numpy (68.4 s) and conv2d_bias_relu
-# 0.79x to 1.35x PyTorch (68.9 s), PyTorch's own time moving between 2.7 and 4.0 ms there.
+# them, measured on a machine whose fp32 peak it puts at about 220 GFLOP/s. The same recipe
+# (apache-tvm 0.27.0.post1, target llvm -mcpu=<host> with 2 cores, default search: at 64
+# trials that is one round of 64, chosen before its model has data), each kernel then timed
+# in turns with the baselines as `compare` times ours, gave on other hosts:
+# - znver3, AVX2: matmul_relu 0.78x numpy (42.9 s), dense_bias_relu 0.85x numpy (68.4 s),
+#   conv2d_bias_relu 0.79x to 1.35x PyTorch (68.9 s), PyTorch's own time moving between 2.7
+#   and 4.0 ms there;
+# - Intel Xeon (LLVM: rocketlake), AVX-512, seeds 0 and 1: matmul_relu 0.59x and 0.58x numpy
+#   (21.9 s, 27.1 s), dense_bias_relu 0.48x and 0.43x numpy (34.1 s, 32.5 s),
+#   conv2d_bias_relu 0.34x and 0.32x PyTorch (37.2 s, 51.6 s; 1.77x and 1.62x numpy's im2col),
+#   walls without its 45 s of imports. numpy runs matmul 1024 at 360-375 GFLOP/s there.
 TVM = {"matmul_relu": (1.20, "numpy", 41), "dense_bias_relu": (1.18, "numpy", 50),
        "conv2d_bias_relu": (0.91, "PyTorch", 71), "softmax": (0.84, "numpy", 224),
        "reduce_cols": (0.06, "numpy", 80)}
