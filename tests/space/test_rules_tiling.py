@@ -99,12 +99,15 @@ def test_sampled_programs_compute_the_reference(name):
             assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=seed))
 
 
-def every_compute_location(wl, trace, prefix=()):
+def every_compute_location(wl, trace, prefix=(), tile=None):
     """The programs of ``trace`` for every combination of its compute-location decisions
-    (``prefix`` fixes the first ones); its other samplings draw from seed 0."""
+    (``prefix`` fixes the first ones); its other samplings draw from seed 0, but for the
+    perfect tiles ``tile(extent, n)`` gives when given."""
     choices = []
 
     def provider(sch, index, inst, inputs, decision):
+        if inst.kind == "SamplePerfectTile" and tile is not None:
+            return tile(analysis.loop(sch, inputs[0]).extent, inst.attrs[0])
         if inst.kind != "SampleComputeLocation":
             return None
         choices.append(analysis.compute_locations(sch, inputs[0]))
@@ -116,7 +119,7 @@ def every_compute_location(wl, trace, prefix=()):
         yield sch
         return
     for decision in choices[len(prefix)]:
-        yield from every_compute_location(wl, trace, prefix + (decision,))
+        yield from every_compute_location(wl, trace, prefix + (decision,), tile)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL_PARAMS))
@@ -267,6 +270,36 @@ def test_packed_panels_are_cached_at_a_sampled_location():
     conv = workloads.get("conv2d_bias_relu")
     assert sketches_text(PostOrderApply(rules=[AutoInline(), rule]).generate(conv)) == \
         sketches_text(PostOrderApply(rules=[AutoInline(), MultiLevelTiling()]).generate(conv))
+
+
+@pytest.mark.parametrize("name, panel, outer", [
+    ("matmul_relu", "B_global", ["j_0", "i_0"]), ("dense_bias_relu", "Wt_global", ["j_0", "i_0"]),
+    ("batch_matmul", "B_global", ["b_0", "j_0", "i_0"]),
+])
+def test_a_panel_packed_outside_the_row_tiles_serves_them_all(name, panel, outer):
+    wl = workloads.get(name)
+
+    def sketch(pack):
+        rule = MultiLevelTiling(pack_panels=pack, fuse_consumer_levels=(), cache_write_levels=())
+        (only,) = PostOrderApply(rules=[AutoInline(), rule]).generate(wl)
+        return only
+
+    def starts(program, loops):
+        return [program.index(f"for {loop} in ") for loop in loops]
+
+    # Without packing the outermost tiles keep the axes' order, as in MetaSchedule.
+    plain = str(replay(wl, sketch(False).trace).lower())
+    assert starts(plain, sorted(outer, key=lambda loop: "bij".index(loop[0]))) == sorted(starts(plain, outer))
+    # Packing puts the outermost tiles of the axes the panel is indexed by first, wherever
+    # the panel goes; computed at the last of them, the panel (all of K by the columns of one
+    # tile) is copied there, once for all the row tiles (i_0) inside it.
+    # Outer tiles of 2 (a unit loop is no compute location), the rest in the third level.
+    programs = [str(sch.lower()) for sch in every_compute_location(
+        wl, sketch(True).trace, tile=lambda extent, n: [2, 1, extent // 2, 1] if n == 4 else [extent, 1])]
+    for program in programs:
+        assert starts(program, outer) == sorted(starts(program, outer)), program
+    assert any(program.index(f"for {outer[-2]} in ") < program.index(f"{panel} = allocate(")
+               < program.index("for i_0 in ") for program in programs if f"{panel} = allocate(" in program)
 
 
 @pytest.mark.parametrize("name", ["matmul_relu", "dense_bias_relu", "batch_matmul"])
