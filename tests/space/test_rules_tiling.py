@@ -288,14 +288,13 @@ def test_a_panel_packed_outside_the_row_tiles_serves_them_all(name, panel, outer
         return [program.index(f"for {loop} in ") for loop in loops]
 
     # Without packing the outermost tiles keep the axes' order, as in MetaSchedule.
+    in_axis_order = sorted(outer, key=lambda loop: "bij".index(loop[0]))
     plain = str(replay(wl, sketch(False).trace).lower())
-    assert starts(plain, sorted(outer, key=lambda loop: "bij".index(loop[0]))) == sorted(starts(plain, outer))
+    assert starts(plain, in_axis_order) == sorted(starts(plain, in_axis_order))
     # Packing puts the outermost tiles of the axes the panel is indexed by first, wherever
     # the panel goes; computed at the last of them, the panel (all of K by the columns of one
     # tile) is copied there, once for all the row tiles (i_0) inside it.
-    # Outer tiles of 2 (a unit loop is no compute location), the rest in the third level.
-    programs = [str(sch.lower()) for sch in every_compute_location(
-        wl, sketch(True).trace, tile=lambda extent, n: [2, 1, extent // 2, 1] if n == 4 else [extent, 1])]
+    programs = [str(sch.lower()) for sch in every_compute_location(wl, sketch(True).trace, tile=outer_tiles)]
     for program in programs:
         assert starts(program, outer) == sorted(starts(program, outer)), program
     assert any(program.index(f"for {outer[-2]} in ") < program.index(f"{panel} = allocate(")
@@ -307,8 +306,18 @@ def test_every_location_of_a_packed_panel_computes_the_reference(name):
     wl = workloads.get(name, **SMALL_PARAMS[name])
     rule = MultiLevelTiling(pack_panels=True)
     for sketch in PostOrderApply(rules=[AutoInline(), rule]).generate(wl):
-        for sch in every_compute_location(wl, sketch.trace):
-            assert_equivalent(sch)
+        for tile in (None, outer_tiles):
+            for sch in every_compute_location(wl, sketch.trace, tile=tile):
+                assert_equivalent(sch)
+
+
+def outer_tiles(extent, n):
+    """A tiling with the outermost tile above 1 where the extent allows (a unit loop is no
+    compute location), the rest in the third of four levels; two levels: all in the first."""
+    if n != 4:
+        return [extent, 1]
+    first = next((d for d in range(2, extent + 1) if extent % d == 0), 1)
+    return [first, 1, extent // first, 1]
 
 
 def test_imperfect_tiles_for_every_spatial_loop_but_the_last():
