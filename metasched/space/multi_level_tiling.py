@@ -67,10 +67,10 @@ class MultiLevelTiling(ScheduleRule):
       or a tile loop of the block, where it copies the panel one tile reads into a contiguous
       buffer, as BLAS libraries pack B. Without it, rows of B a multiple of 4 KiB apart share
       L1 sets and evict one another while the reduction walks down a tile. With a packed read,
-      the outermost spatial tile level orders the loops of the axes it indexes first (``j_0, i_0``),
-      so that a panel packed at ``j_0`` is copied once for all the row tiles inside it, as
-      the hand-written ``cached_matmul`` does; the other levels keep the axes' order. Not in
-      MetaSchedule's CPU space."""
+      the outermost spatial tile level orders the loops of the axes it indexes first
+      (``j_0, i_0``), so that a panel packed at ``j_0`` is copied once for all the row tiles
+      inside it, as the hand-written ``cached_matmul`` does; the other levels keep the axes'
+      order. Not in MetaSchedule's CPU space."""
 
     structure: str = "SSRSRS"
     max_innermost_factor: int = 64
@@ -181,11 +181,12 @@ def packable_reads(info: BlockInfo) -> list[str]:
 
 
 def _panel_loops_first(outer: list[LoopRV], info: BlockInfo) -> list[LoopRV]:
-    """The outermost tile level's loops (one per spatial axis, in axis order) with those that
-    index a packed read first: ``j_0, i_0`` for ``B[k, j]`` of a matmul. A panel packed at
-    ``j_0`` then serves every ``i_0`` tile (each panel of B copied once, as BLAS libraries
-    do), where under ``i_0, j_0`` the whole of B is copied again for each row tile."""
-    packed = {axis for acc in info.accesses if acc.buffer in packable_reads(info) for axis in acc.axes}
+    """The outermost spatial tile level's loops (one per spatial axis, in axis order) with
+    those that index a packed read first: ``j_0, i_0`` for ``B[k, j]`` of a matmul. A panel
+    packed at ``j_0`` then serves every ``i_0`` tile (each panel of B copied once, as BLAS
+    libraries do), where under ``i_0, j_0`` the whole of B is copied again for each row tile."""
+    panels = packable_reads(info)
+    packed = {axis for acc in info.accesses if acc.buffer in panels for axis in acc.axes}
     names = [axis.name for axis in info.spatial]
     order = sorted(range(len(outer)), key=lambda k: (names[k] not in packed, k))
     return [outer[k] for k in order]
