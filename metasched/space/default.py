@@ -35,14 +35,14 @@ def cpu_default() -> PostOrderApply:
     each best timed in turns with numpy, geometric means without / with: matmul_relu 1.146 /
     1.161x numpy (7 seeds of 12 won, the best 1.40x), dense_bias_relu 0.986 / 1.039x (6 won,
     2 level). ``python bench/search_variants.py matmul_relu default pack_panels=0 --seeds 0-11``
-    runs such pairs (comparing the best times the tuner recorded). The packed operand's tile
-    loops first in the outermost level (``j_0, i_0``: a panel packed at ``j_0`` serves every row
-    tile, the hand-written schedule's structure, which then needs no particular ``i`` tiling),
-    against ``i_0, j_0``, 16 paired seeds of 64 trials, the geometric mean of the best times
-    the tuners recorded: matmul_relu 0.972 (won 9 of 16), dense_bias_relu 0.987 (won 11).
-    Hand-written, the same packing took matmul 1024 from 0.41 to 0.95 of numpy and
-    dense_bias_relu from 0.58 to 1.12. Other workloads have nothing to pack: their spaces
-    are unchanged."""
+    runs such pairs (comparing the best times the tuner recorded). Hand-written, the same
+    packing took matmul 1024 from 0.41 to 0.95 of numpy and dense_bias_relu from 0.58 to 1.12.
+    The packed operand's tile loops come first in the outermost level (``j_0, i_0``: a panel
+    packed at ``j_0`` serves every row tile, the hand-written schedule's structure, which then
+    needs no particular ``i`` tiling); against ``i_0, j_0``, 16 paired seeds of 64 trials, the
+    geometric mean of the best times the tuners recorded: matmul_relu 0.972 (won 9 of 16),
+    dense_bias_relu 0.987 (won 11). Other workloads have nothing to pack: their spaces are
+    unchanged."""
     return PostOrderApply(
         rules=[
             AutoInline(into_producer=False, into_consumer=True, disallow_if_then_else=True, disallow_ops=()),

@@ -101,16 +101,17 @@ class MultiLevelTiling(ScheduleRule):
         if not needs_tiling(info):
             return [sch]
         sch.annotate(block, TILING_STRUCTURE, self.structure)
-        tiles = self._tile(sch, block, info)
-        if self.pack_panels:
-            for buffer in packable_reads(info):
-                panel = sch.cache_read(block, analysis.block(sch, block).reads.index(buffer), "global")
-                sch.compute_at(panel, sch.sample_compute_location(panel))
+        panels = packable_reads(info) if self.pack_panels else []
+        tiles = self._tile(sch, block, info, panels)
+        for buffer in panels:
+            panel = sch.cache_read(block, analysis.block(sch, block).reads.index(buffer), "global")
+            sch.compute_at(panel, sch.sample_compute_location(panel))
         return [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
 
-    def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo) -> Tiles:
+    def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo, panels: list[str]) -> Tiles:
         """Split every loop into the levels of its kind with sampled factors (a kind with one
-        level keeps its loop whole) and reorder the block's loops level by level."""
+        level keeps its loop whole) and reorder the block's loops level by level, the outermost
+        spatial level with the axes of the ``panels`` to be packed first."""
         positions = {kind: [k for k, letter in enumerate(self.structure) if letter == kind] for kind in "SR"}
         tiles: Tiles = [[] for _ in self.structure]
         spatial = [k for k, loop_info in enumerate(info.loops) if not loop_info.is_reduction]
@@ -126,9 +127,9 @@ class MultiLevelTiling(ScheduleRule):
                 factors = sch.sample_perfect_tile(loop, n=len(levels), max_innermost_factor=self.max_innermost_factor)
             for level, part in zip(levels, sch.split(loop, factors)):
                 tiles[level].append(part)
-        if self.pack_panels:
+        if panels:
             outer = positions["S"][0]
-            tiles[outer] = _panel_loops_first(tiles[outer], info)
+            tiles[outer] = _panel_loops_first(tiles[outer], info, panels)
         sch.reorder(*(loop for tile in tiles for loop in tile))
         return tiles
 
@@ -180,12 +181,11 @@ def packable_reads(info: BlockInfo) -> list[str]:
     return packable
 
 
-def _panel_loops_first(outer: list[LoopRV], info: BlockInfo) -> list[LoopRV]:
+def _panel_loops_first(outer: list[LoopRV], info: BlockInfo, panels: list[str]) -> list[LoopRV]:
     """The outermost spatial tile level's loops (one per spatial axis, in axis order) with
-    those that index a packed read first: ``j_0, i_0`` for ``B[k, j]`` of a matmul. A panel
+    those that index one of the ``panels`` first: ``j_0, i_0`` for ``B[k, j]`` of a matmul. A panel
     packed at ``j_0`` then serves every ``i_0`` tile (each panel of B copied once, as BLAS
     libraries do), where under ``i_0, j_0`` the whole of B is copied again for each row tile."""
-    panels = packable_reads(info)
     packed = {axis for acc in info.accesses if acc.buffer in panels for axis in acc.axes}
     names = [axis.name for axis in info.spatial]
     order = sorted(range(len(outer)), key=lambda k: (names[k] not in packed, k))
