@@ -12,9 +12,10 @@ from metasched.ir import (
 from metasched.ir.access import sub_stmts
 from metasched.schedule import replay
 from metasched.search.cost_model import program_features
+from metasched.search import features
 from metasched.search.features import (
-    FEATURE_NAMES, FEATURE_VERSION, FEATURES, READ_SLOTS, batch_per_store_features,
-    per_store_features,
+    DEFAULT_CACHE_BYTES, FEATURE_NAMES, FEATURE_VERSION, FEATURES, READ_SLOTS, batch_per_store_features,
+    host_cache_bytes, per_store_features,
 )
 from metasched.space import cpu_default
 
@@ -199,10 +200,13 @@ def square_matmul(n, tile=None):
     return fn([a, b], [c], nest)
 
 
-def test_cache_intensities_read_the_outermost_level_that_fits():
+def test_cache_intensities_read_the_outermost_level_that_fits(monkeypatch):
     """128 x 128 x 128, untiled: the k loop touches one element of C, a row of A and a column
-    of B (4 + 512 + 512 bytes); the j loop all of B (64 KiB), over the 32 KiB of L1; the whole
-    nest 192 KiB, within 512 KiB. So L1 sees 256 flops over 1028 bytes and L2 the whole nest."""
+    of B (4 + 512 + 512 bytes); the j loop all of B (64 KiB), over an L1 of 32 KiB; the whole
+    nest 192 KiB, within an L2 of 512 KiB. So L1 sees 256 flops over 1028 bytes and L2 the
+    whole nest. (The sizes are this machine's otherwise.)"""
+    monkeypatch.setattr(features, "L1_BYTES", 32 * 1024)
+    monkeypatch.setattr(features, "L2_BYTES", 512 * 1024)
     table = per_store_features(square_matmul(128))
     assert col(table, "intensity_l1")[0] == pytest.approx(log(256 / 1028), rel=1e-6)
     assert col(table, "intensity_l2")[0] == pytest.approx(log(2 * 128 ** 3 / (3 * 65536)), rel=1e-6)
@@ -213,6 +217,42 @@ def test_cache_intensities_read_the_outermost_level_that_fits():
     assert col(tiled, "intensity_l1")[0] == pytest.approx(log(2 * 128 * 16 / (64 + 512 + 8192)), rel=1e-6)
     assert col(tiled, "intensity_l1")[0] > col(table, "intensity_l1")[0]
     assert col(tiled, "intensity_l2")[0] == col(table, "intensity_l2")[0]
+
+
+def test_a_larger_l1_moves_the_l1_level_out(monkeypatch):
+    """The untiled matmul of the test above with an L1 of 96 KiB: the j loop's 64 KiB of B
+    (plus a row of A and of C) now fit, so L1 sees the j loop's 128 x 256 flops."""
+    monkeypatch.setattr(features, "L1_BYTES", 96 * 1024)
+    table = per_store_features(square_matmul(128))
+    assert col(table, "intensity_l1")[0] == pytest.approx(log(128 * 256 / (512 + 512 + 65536)), rel=1e-6)
+
+
+def _cache_folder(root, caches):
+    """A folder laid out like Linux's ``/sys/devices/system/cpu/cpu0/cache``."""
+    for k, (level, kind, size) in enumerate(caches):
+        index = root / f"index{k}"
+        index.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (index / name).write_text(f"{value}\n")
+    return str(root)
+
+
+def test_host_cache_sizes_are_read_from_sysfs(tmp_path):
+    folder = _cache_folder(tmp_path, [(1, "Data", "48K"), (1, "Instruction", "64K"), (2, "Unified", "2048K"),
+                                      (3, "Unified", "491520K")])
+    assert host_cache_bytes(folder) == (48 * 1024, 2 * 1024 * 1024)
+
+
+def test_host_cache_sizes_fall_back_where_sysfs_is_silent(tmp_path):
+    assert host_cache_bytes(str(tmp_path / "missing")) == DEFAULT_CACHE_BYTES
+    # An instruction cache is no data cache; an unreadable size is skipped; 1M is a size too.
+    folder = _cache_folder(tmp_path, [(1, "Instruction", "32K"), (1, "Data", "?"), (2, "Unified", "1M")])
+    assert host_cache_bytes(folder) == (DEFAULT_CACHE_BYTES[0], 1024 * 1024)
+
+
+def test_the_features_use_this_machines_cache_sizes():
+    assert (features.L1_BYTES, features.L2_BYTES) == host_cache_bytes()
+    assert f"({features.L1_BYTES} bytes here)" in dict(FEATURES)["intensity_l1"]
 
 
 def test_rolled_loop_is_the_innermost_serial_one():
