@@ -63,7 +63,8 @@ from metasched.ir.stmt import (
 # (``host_cache_bytes``), not at a fixed 32 KiB and 512 KiB. On an AVX-512 Xeon with 48 KiB
 # and 2 MiB, pairwise accuracy, 5-fold over 256 records (a tuning run's evolutionary and
 # random records), mean of 3 seeds: 0.848 to 0.852 on matmul_relu and 0.862 to 0.866 on
-# conv2d_bias_relu, higher on five of the six sets.
+# conv2d_bias_relu, higher on five of the six sets; on the records of a later run, not used to
+# choose it, 0.861 to 0.863 and 0.845 to 0.847.
 FEATURE_VERSION = 5
 CACHE_LINE_BYTES = 64
 # Where the sizes of the caches cannot be read: a typical x86 core's L1 data cache and L2.
@@ -85,14 +86,18 @@ def host_cache_bytes(folder: str = _SYSFS_CACHES) -> tuple[int, int]:
         if not entry.name.startswith("index"):
             continue
         try:
-            level, kind, size = (open(os.path.join(entry.path, name)).read().strip()
-                                 for name in ("level", "type", "size"))
+            level, kind, size = (_read(os.path.join(entry.path, name)) for name in ("level", "type", "size"))
             number = _size_bytes(size)
         except (OSError, ValueError):
             continue
         if kind in ("Data", "Unified") and level in ("1", "2"):
             found.setdefault(int(level), number)
     return found.get(1, DEFAULT_CACHE_BYTES[0]), found.get(2, DEFAULT_CACHE_BYTES[1])
+
+
+def _read(path: str) -> str:
+    with open(path) as file:
+        return file.read().strip()
 
 
 def _size_bytes(text: str) -> int:
