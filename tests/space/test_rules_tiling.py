@@ -313,9 +313,10 @@ def test_every_location_of_a_packed_panel_computes_the_reference(name):
 
 def outer_tiles(extent, n):
     """A tiling with the outermost tile above 1 where the extent allows (a unit loop is no
-    compute location), the rest in the third of four levels; two levels: all in the first."""
+    compute location), the rest in the third of four levels; other level counts: all in the
+    first."""
     if n != 4:
-        return [extent, 1]
+        return [extent] + [1] * (n - 1)
     first = next((d for d in range(2, extent + 1) if extent % d == 0), 1)
     return [first, 1, extent // first, 1]
 
