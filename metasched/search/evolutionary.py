@@ -46,9 +46,10 @@ def _family(trace: Trace) -> tuple:
     is computed; programs that differ in their outer tiles, reduction tiles, unrolling or
     parallel extent are one family. Tried: the product of the two innermost factors (the
     tile of the write cache) in place of the innermost, so that near-equal register tiles
-    count as one family; 12 paired seeds of 64 trials on the AVX-512 Xeon, new / old best
-    time: matmul_relu 0.975 (won 6), conv2d_bias_relu 0.921 (won 5, three seeds at 0.59 to
-    0.79). Not taken on that evidence; worth judging on more seeds and workloads."""
+    count as one family; paired seeds of 64 trials on the AVX-512 Xeon, new / old best
+    time: matmul_relu 0.975 on seeds 0-11 (won 6) and 1.045 on seeds 12-23 (won 6),
+    conv2d_bias_relu 0.921 (won 5) and 0.961 (won 6, seeds from 0.41 to 1.63). Not taken: 24
+    seeds each put it within the spread of the runs."""
     family = []
     for i, decision in sorted(trace.decisions.items()):
         if isinstance(decision, tuple) and len(decision) > 2:
