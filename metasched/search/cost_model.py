@@ -256,7 +256,7 @@ def _log_labels(labels: np.ndarray) -> np.ndarray:
     normalised throughput (the fastest 21 times a failure), so that the order among fast
     programs counts most. It ranked better: 5-fold pairwise accuracy, all pairs and (in
     brackets) pairs within the fastest quarter, matmul_relu 0.862 (0.674) to 0.863 (0.685)
-    and conv2d_bias_relu 0.855 (0.662) to 0.862 (0.712) on a bench run's records (3 seeds of
+    and conv2d_bias_relu 0.854 (0.662) to 0.862 (0.712) on a bench run's records (3 seeds of
     256); 0.869 (0.660) to 0.875 (0.678) and 0.881 (0.726) to 0.888 (0.744) on 12 sets of four
     64-trial runs. But it searched worse: new / old best time over paired seeds of 64 trials,
     matmul_relu 0.993 (won 7 of 12), conv2d_bias_relu 1.104 (won 2 of 10)."""

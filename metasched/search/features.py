@@ -70,7 +70,7 @@ from metasched.ir.stmt import (
 # values straight-line code keeps in registers; matmul_relu's fast kernels unroll an 8 x 32
 # accumulator tile, 16 AVX-512 registers, and slower ones unroll 16 x 64, which spills).
 # Pairwise accuracy on a bench run's records, mean of 3 seeds: 0.862 to 0.861 (matmul_relu),
-# 0.855 to 0.855 (conv2d_bias_relu). New / old best time over paired seeds of 64 trials:
+# 0.854 to 0.855 (conv2d_bias_relu). New / old best time over paired seeds of 64 trials:
 # matmul_relu 0.922 on seeds 0-11 (won 10) but 0.990 on 12-23 (won 6), conv2d_bias_relu
 # 1.026 (won 6 of 12), dense_bias_relu 1.027 (won 5 of 12), softmax 1.008 and reduce_cols
 # 0.98 (8 and 6 seeds): within the spread of the runs.
