@@ -65,10 +65,12 @@ from metasched.ir.stmt import (
 # random records), mean of 3 seeds: 0.848 to 0.852 on matmul_relu and 0.862 to 0.866 on
 # conv2d_bias_relu, higher on five of the six sets; on the records of a later run, not used to
 # choose it, 0.861 to 0.863 and 0.845 to 0.847.
-# Tried, not taken: unrolled_bytes and w_unrolled_bytes, the unique bytes of all the store's
-# buffers and of the written one over the innermost run of unrolled and vectorized loops (the
-# values straight-line code keeps in registers; matmul_relu's fast kernels unroll an 8 x 32
-# accumulator tile, 16 AVX-512 registers, and slower ones unroll 16 x 64, which spills).
+#
+# Tried and not taken (so no version of its own): unrolled_bytes and w_unrolled_bytes, the
+# unique bytes of all the store's buffers and of the written one over the innermost run of
+# unrolled and vectorized loops (the values straight-line code keeps in registers;
+# matmul_relu's fast kernels unroll an 8 x 32 accumulator tile, 16 AVX-512 registers, and
+# slower ones unroll 16 x 64, which spills).
 # Pairwise accuracy on a bench run's records, mean of 3 seeds: 0.862 to 0.861 (matmul_relu),
 # 0.854 to 0.855 (conv2d_bias_relu). New / old best time over paired seeds of 64 trials:
 # matmul_relu 0.922 on seeds 0-11 (won 10) but 0.990 on 12-23 (won 6), conv2d_bias_relu
