@@ -1,8 +1,12 @@
 """Pairwise ranking accuracy, as ``bench/tune.py``'s model quality uses it: which pairs count
-and how ties and failed programs are scored."""
+and how ties and failed programs are scored; the line in vectorized lanes the trees start from."""
+import numpy as np
 import pytest
+from sklearn.ensemble import HistGradientBoostingRegressor
 
 from metasched.search import pairwise_accuracy
+from metasched.search.cost_model import _LANES, _LanesThenTrees
+from metasched.search.features import FEATURE_NAMES
 
 
 def test_tied_predictions_count_as_wrong():
@@ -15,3 +19,46 @@ def test_failed_programs_rank_last_and_tie_with_each_other():
     truth = [0.0, 0.0, 2.0, 1.0]
     assert pairwise_accuracy(truth, [0.1, 0.2, 0.9, 0.5]) == 1.0  # the 0-0 pair is left out
     assert pairwise_accuracy(truth, [0.6, 0.2, 0.9, 0.5]) == pytest.approx(4 / 5)
+
+
+# -- the trees' linear base: a line in the main store's vectorized lanes ---------------------
+def _rows_with_lanes(lanes, seed=0):
+    """Program rows of random features whose main store has ``lanes`` vectorized lanes."""
+    rows = np.random.default_rng(seed).random((len(lanes), 2 * len(FEATURE_NAMES) + 1))
+    rows[:, _LANES] = lanes
+    return rows
+
+
+def _trees():
+    return HistGradientBoostingRegressor(max_iter=50, max_leaf_nodes=7, min_samples_leaf=4, random_state=0)
+
+
+def test_the_line_carries_the_lanes_trend_past_the_programs_fitted():
+    lanes = np.random.default_rng(1).integers(0, 4, 40).astype(float)
+    labels = 0.5 * lanes + np.random.default_rng(2).normal(0, 0.01, 40)
+    model = _LanesThenTrees(_trees()).fit(_rows_with_lanes(lanes), labels)
+    assert model.slope == pytest.approx(0.5, abs=0.02)
+    # Programs with more lanes than any fitted: the line ranks them by lanes, where trees
+    # alone, flat past their last split, tie them.
+    wide, wider = _rows_with_lanes([5.0] * 6, seed=3), _rows_with_lanes([7.0] * 6, seed=3)
+    assert np.all(model.predict(wider) > model.predict(wide) + 0.5)
+    alone = _trees().fit(_rows_with_lanes(lanes), labels)
+    np.testing.assert_array_equal(alone.predict(wider), alone.predict(wide))
+
+
+def test_a_falling_trend_in_lanes_is_left_to_the_trees():
+    lanes = np.arange(40) % 4.0
+    labels = -0.5 * lanes
+    rows = _rows_with_lanes(lanes)
+    model = _LanesThenTrees(_trees()).fit(rows, labels)
+    assert model.slope == 0.0 and model.intercept == pytest.approx(labels.mean())
+    assert pairwise_accuracy(labels, model.predict(rows)) > 0.9  # the trees learned it
+
+
+def test_programs_without_vectorized_loops_are_fitted_by_the_trees_alone():
+    rows = _rows_with_lanes(np.zeros(30))
+    labels = rows[:, 0]  # a trend in another column
+    model = _LanesThenTrees(_trees()).fit(rows, labels)
+    assert model.slope == 0.0
+    np.testing.assert_allclose(model.predict(rows), _trees().fit(rows, labels - labels.mean()).predict(rows)
+                               + labels.mean())

@@ -1,0 +1,181 @@
+"""Cost models judged offline as the search uses them, on the records of earlier tuning runs.
+
+    python bench/model_choice.py WORKLOAD DB... [--models hist,trees,lanes,random] [--after 16,32,48]
+
+All-pairs accuracy over a run's records is not what evolutionary search asks of its model. In
+a run, the model is fitted on the few dozen programs that run has measured so far, and picks
+the 16 it predicts fastest among hundreds of candidates; what counts is how fast the best of
+those 16 is, and the order among slow programs hardly matters. Twice a model that ranked all
+pairs better searched worse (``GBTModel._make`` and ``cost_model._log_labels`` record both).
+
+This replays that use. Each DB is one run of WORKLOAD in a fresh database (16 of them, say:
+``python -m metasched tune WORKLOAD --db runs/S.db --seed S`` for S from 0 to 15), and for
+each DB and each N of ``--after``: a model is fitted on the run's first N records, in the order
+they were measured; the candidates are the records of the other DBs (each program once, none of
+the N); the model picks its 16 best predicted candidates. Printed per model, as means over DBs
+and N (each DB in turn the run):
+
+* ``best of 16``: the fastest pick's throughput over the fastest candidate's (1: the model
+  picked the best program there is; the search measures the picks and keeps the fastest);
+* ``mean of 16``: the picks' mean throughput over the fastest candidate's;
+* ``pairs``: pairwise accuracy over all candidates (``pairwise_accuracy``);
+* ``top pairs``: the same over the fastest quarter of the candidates.
+
+Times from different runs compare only if the runs shared the machine's conditions: run them
+one after another, alone. A model is ``hist`` or ``exact`` (``GBTModel``'s kinds, the default
+first), ``trees`` (``hist``'s trees without the line in vectorized lanes they start from, the
+model before it), ``lanes`` (that column alone, no fitting), ``random`` (``RandomModel``), or one
+of two variants of ``trees`` tried and not taken, which ``cost_model``'s docstrings record:
+``weighted`` (the fit weighs programs by 0.05 plus their squared normalised throughput) and
+``extra`` (the mean of the log predictions of the trees and of 50 extra trees).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from common import environment
+from metasched import Database, replay, workloads
+from metasched.database import program_key
+from metasched.errors import ScheduleError
+from metasched.search import GBTModel, RandomModel, pairwise_accuracy
+from metasched.search.cost_model import _LANES, MIN_TRAINING_PROGRAMS, _log_labels, _one_thread, program_features
+from metasched.tune import host_target
+
+PICKS = 16
+
+
+class _Trees(GBTModel):
+    """The trees alone, without ``_LanesThenTrees``'s line: the model before it."""
+
+    def _fit(self) -> None:
+        labels = self.labels()
+        if len(self._rows) < MIN_TRAINING_PROGRAMS or np.ptp(labels) == 0:
+            self._regressor = None
+            return
+        self._regressor = self._make()
+        with _one_thread():
+            self._regressor.fit(np.stack(self._rows), _log_labels(labels), **self._fit_options(labels))
+
+    def _fit_options(self, labels: np.ndarray) -> dict:
+        return {}
+
+
+class _Weighted(_Trees):
+    """The trees alone, fitted with weights: 0.05 plus each program's squared normalised
+    throughput (tried and not taken; ``_log_labels``'s docstring)."""
+
+    def _fit_options(self, labels: np.ndarray) -> dict:
+        return {"sample_weight": 0.05 + labels ** 2}
+
+
+class _Extra(_Trees):
+    """The mean of the log predictions of the trees alone and of 50 extra trees (tried and not
+    taken; ``GBTModel._make``'s comment)."""
+
+    def _fit(self) -> None:
+        super()._fit()
+        if self._regressor is not None:
+            from sklearn.ensemble import ExtraTreesRegressor
+            self._extra = ExtraTreesRegressor(n_estimators=50, min_samples_leaf=2, random_state=self.seed)
+            with _one_thread():
+                self._extra.fit(np.stack(self._rows), _log_labels(self.labels()))
+
+    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+        if self._regressor is None or not len(rows):
+            return self._fallback.predict_rows(rows)
+        with _one_thread():
+            return np.exp((self._regressor.predict(rows) + self._extra.predict(rows)) / 2)
+
+
+class _Lanes(RandomModel):
+    """The main store's vectorized lanes as the score (ties in random order): no fitting."""
+
+    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+        return rows[:, _LANES] + 1e-6 * super().predict_rows(rows)
+
+
+MODELS = {"hist": lambda: GBTModel("hist"), "exact": lambda: GBTModel("exact"), "trees": _Trees,
+          "weighted": _Weighted, "extra": _Extra, "lanes": _Lanes, "random": lambda: RandomModel(0)}
+
+
+def load_run(wl, path: str) -> list[tuple[str, np.ndarray, float]]:
+    """A run's records, oldest first: (program key, feature row, seconds or inf if failed)."""
+    out = []
+    with Database(path) as db:
+        for record in db.records(wl, host_target()):
+            try:
+                sch = replay(wl, record.trace)
+            except ScheduleError:
+                continue
+            out.append((program_key(sch.trace), program_features(sch),
+                        record.median if record.ok else np.inf))
+    return out
+
+
+def judge(make, runs: list[list], after: list[int], group: str) -> dict[str, float]:
+    """The means of the four measures over every run in turn and every N in ``after``."""
+    found: dict[str, list[float]] = {"best of 16": [], "mean of 16": [], "pairs": [], "top pairs": []}
+    for k, run in enumerate(runs):
+        for n in after:
+            if n > len(run):
+                continue
+            model = make()
+            for _, row, seconds in run[:n]:
+                if isinstance(model, GBTModel):
+                    model._add(row, group, None if not np.isfinite(seconds) else seconds)
+            if isinstance(model, GBTModel):
+                model._fit()
+            seen = {key for key, _, _ in run[:n]}
+            pool: dict[str, tuple[np.ndarray, float]] = {}
+            for j, other in enumerate(runs):
+                if j != k:
+                    for key, row, seconds in other:
+                        if key not in seen:
+                            pool.setdefault(key, (row, seconds))
+            rows = np.stack([row for row, _ in pool.values()])
+            truth = np.array([0.0 if not np.isfinite(s) else 1.0 / s for _, s in pool.values()])
+            scores = np.asarray(model.predict_rows(rows), dtype=float)
+            picks = np.argsort(-scores, kind="stable")[:PICKS]
+            found["best of 16"].append(truth[picks].max() / truth.max())
+            found["mean of 16"].append(truth[picks].mean() / truth.max())
+            found["pairs"].append(pairwise_accuracy(truth, scores))
+            top = np.argsort(-truth, kind="stable")[:max(2, len(truth) // 4)]
+            found["top pairs"].append(pairwise_accuracy(truth[top], scores[top]))
+    return {name: float(np.mean(values)) for name, values in found.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload")
+    parser.add_argument("databases", nargs="+", metavar="DB")
+    parser.add_argument("--models", default="hist,trees,lanes,random", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--after", default="16,32,48", help="comma-separated record counts to fit on")
+    args = parser.parse_args()
+    try:
+        wl = workloads.get(args.workload)
+    except KeyError as err:
+        parser.error(str(err))
+    models = args.models.split(",")
+    for name in models:
+        if name not in MODELS:
+            parser.error(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+    for path in args.databases:
+        if not Path(path).is_file():
+            parser.error(f"no database at {path}")
+    after = [int(n) for n in args.after.split(",")]
+    if len(args.databases) < 2:
+        parser.error("give two or more databases: each run's model picks among the others' records")
+    runs = [load_run(wl, path) for path in args.databases]
+    print(environment())
+    print(f"\n{wl.name}: {len(runs)} runs, {sum(map(len, runs))} records, fitted after {args.after} records\n")
+    print("| model | best of 16 | mean of 16 | pairs | top pairs |\n|---|---|---|---|---|")
+    for name in models:
+        found = judge(MODELS[name], runs, after, wl.key)
+        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in found.values()) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
