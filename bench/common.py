@@ -14,6 +14,21 @@ except ImportError:
 compile_times: list[float] = []
 
 
+def replayed_records(wl, path: str):
+    """``(schedule, record)`` for each record of ``wl`` measured on this host in the database
+    at ``path``, oldest first, its trace replayed; records whose trace no longer replays are
+    left out."""
+    from metasched.errors import ScheduleError
+    from metasched.tune import host_target
+    with metasched.Database(path) as db:
+        records = db.records(wl, host_target())
+    for record in records:
+        try:
+            yield metasched.replay(wl, record.trace), record
+        except ScheduleError:
+            continue
+
+
 def build_checked(sch_or_wl):
     """Compile, record the compile time, check the outputs against the reference (the timed
     kernel, and a twin built with ``poison`` so that a read of unwritten memory cannot pass by

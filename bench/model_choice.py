@@ -36,13 +36,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common import environment
-from metasched import Database, replay, workloads
+from common import environment, replayed_records
+from metasched import workloads
 from metasched.database import program_key
-from metasched.errors import ScheduleError
 from metasched.search import GBTModel, RandomModel, pairwise_accuracy
 from metasched.search.cost_model import _LANES, MIN_TRAINING_PROGRAMS, _log_labels, _one_thread, program_features
-from metasched.tune import host_target
 
 PICKS = 16
 
@@ -103,16 +101,8 @@ MODELS = {"hist": lambda: GBTModel("hist"), "exact": lambda: GBTModel("exact"), 
 
 def load_run(wl, path: str) -> list[tuple[str, np.ndarray, float]]:
     """A run's records, oldest first: (program key, feature row, seconds or inf if failed)."""
-    out = []
-    with Database(path) as db:
-        for record in db.records(wl, host_target()):
-            try:
-                sch = replay(wl, record.trace)
-            except ScheduleError:
-                continue
-            out.append((program_key(sch.trace), program_features(sch),
-                        record.median if record.ok else np.inf))
-    return out
+    return [(program_key(sch.trace), program_features(sch), record.median if record.ok else np.inf)
+            for sch, record in replayed_records(wl, path)]
 
 
 def judge(make, runs: list[list], after: list[int], group: str) -> dict[str, float]:

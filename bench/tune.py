@@ -42,11 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common import environment, torch, torch_baseline
+from common import environment, replayed_records, torch, torch_baseline
 from metasched.arrays import aligned_empty
 from metasched.codegen import host_vector_bits
-from metasched import Database, assert_outputs_close, build, handwritten, replay, tune, workloads
-from metasched.errors import ScheduleError
+from metasched import Database, assert_outputs_close, build, handwritten, tune, workloads
 from metasched.measure import Builder
 from metasched.search import EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy
 from metasched.search.scoring import InProcess
@@ -104,15 +103,9 @@ def search_share(result) -> float:
 
 def model_quality(wl, paths: list[str], folds: int = 5) -> dict:
     """Mean pairwise accuracy over ``folds`` folds of all records in ``paths``."""
-    rows, seconds = [], []
+    rows = []
     for path in paths:
-        with Database(path) as db:
-            for record in db.records(wl, host_target()):
-                try:
-                    sch = replay(wl, record.trace)
-                except ScheduleError:
-                    continue
-                rows.append((sch, record.median))
+        rows.extend((sch, record.median) for sch, record in replayed_records(wl, path))
     order = np.random.default_rng(0).permutation(len(rows))
     parts = np.array_split(order, folds)
     scores = {"hist": [], "exact": [], "random": []}
