@@ -5,6 +5,8 @@ import numpy as np
 
 import metasched
 from metasched.arrays import aligned_empty
+from metasched.errors import ScheduleError
+from metasched.tune import host_target
 
 try:  # PyTorch is a yardstick, never a dependency
     import torch
@@ -18,8 +20,6 @@ def replayed_records(wl, path: str):
     """``(schedule, record)`` for each record of ``wl`` measured on this host in the database
     at ``path``, oldest first, its trace replayed; records whose trace no longer replays are
     left out."""
-    from metasched.errors import ScheduleError
-    from metasched.tune import host_target
     with metasched.Database(path) as db:
         records = db.records(wl, host_target())
     for record in records:

@@ -125,8 +125,10 @@ def judge(make, runs: list[list], after: list[int], group: str) -> dict[str, flo
                     for key, row, seconds in other:
                         if key not in seen:
                             pool.setdefault(key, (row, seconds))
-            rows = np.stack([row for row, _ in pool.values()])
             truth = np.array([0.0 if not np.isfinite(s) else 1.0 / s for _, s in pool.values()])
+            if not truth.any():  # no candidate ran (or none is left): nothing to pick
+                continue
+            rows = np.stack([row for row, _ in pool.values()])
             scores = np.asarray(model.predict_rows(rows), dtype=float)
             picks = np.argsort(-scores, kind="stable")[:PICKS]
             found["best of 16"].append(truth[picks].max() / truth.max())
@@ -155,10 +157,18 @@ def main() -> None:
     for path in args.databases:
         if not Path(path).is_file():
             parser.error(f"no database at {path}")
-    after = [int(n) for n in args.after.split(",")]
+    try:
+        after = [int(n) for n in args.after.split(",")]
+    except ValueError:
+        parser.error(f"--after: expected comma-separated record counts, got {args.after!r}")
+    if min(after) < 1:
+        parser.error(f"--after: record counts must be positive, got {args.after!r}")
     if len(args.databases) < 2:
         parser.error("give two or more databases: each run's model picks among the others' records")
     runs = [load_run(wl, path) for path in args.databases]
+    if max(map(len, runs)) < max(after):
+        parser.error(f"--after {max(after)}: no database holds that many records of {wl.name} measured "
+                     f"on this host (the most is {max(map(len, runs))})")
     print(environment())
     print(f"\n{wl.name}: {len(runs)} runs, {sum(map(len, runs))} records, fitted after {args.after} records\n")
     print("| model | best of 16 | mean of 16 | pairs | top pairs |\n|---|---|---|---|---|")
