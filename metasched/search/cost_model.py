@@ -265,9 +265,9 @@ class _LanesThenTrees:
 
     Trees fitted to a dozen points split on whatever separates them, among 179 columns, and
     shrink toward the mean; given the lanes column alone they did worse still, their few
-    steps tying programs the column orders. The line carries the one trend every workload
-    with a vectorized store shows (wider vectors, faster) across the whole range from the
-    first fit, and the trees correct it as records arrive: on sets of 256 records (four runs)
+    steps tying programs the column orders. The line carries the trend both workloads show
+    (wider vectors, faster) across the whole range from the first fit, and the trees
+    correct it as records arrive: on sets of 256 records (four runs)
     the two models rank alike (5-fold: 0.868 and 0.868 on conv2d_bias_relu, 0.835 and 0.834
     on matmul_relu). A line in two columns (lanes with the innermost extent, the inner
     intensity or the rolled body) did no better, nor did other tree settings for small data.
@@ -275,9 +275,11 @@ class _LanesThenTrees:
     In search, new / old best time over paired seeds of 64 trials (``tune`` in fresh
     databases, the old model then this one per seed): conv2d_bias_relu 0.79 (24 seeds, won
     21; the old model's runs ended between 0.83 and 1.97 ms, this one's between 0.73 and
-    1.14), dense_bias_relu 0.91 (8, won 5), matmul_relu 1.01 (24, won 9), reduce_cols 1.01
-    (8, won 5), softmax 1.03 (8, won 3). A falling slope is held at 0: it would say
-    narrower vectors run faster, which other columns decide, and the trees see them."""
+    1.14), dense_bias_relu 0.93 (16, won 8), matmul_relu 1.01 (24, won 9), reduce_cols 1.01
+    (8, won 5), softmax 1.01 (16, won 6); the median tuning wall rose from 13.9 to 16.4 s on
+    matmul_relu and from 16.6 to 18.5 s on dense_bias_relu (within 0.6 s elsewhere). A
+    falling slope is held at 0: it would say narrower vectors run faster, which other columns
+    decide, and the trees see them."""
 
     def __init__(self, trees) -> None:
         self.trees = trees
