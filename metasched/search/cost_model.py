@@ -276,8 +276,10 @@ class _LanesThenTrees:
     databases, the old model then this one per seed): conv2d_bias_relu 0.79 (24 seeds, won
     21; the old model's runs ended between 0.83 and 1.97 ms, this one's between 0.73 and
     1.14), dense_bias_relu 0.93 (16, won 8), matmul_relu 1.01 (24, won 9), reduce_cols 1.01
-    (8, won 5), softmax 1.01 (16, won 6); the median tuning wall rose from 13.9 to 16.4 s on
-    matmul_relu and from 16.6 to 18.5 s on dense_bias_relu (within 0.6 s elsewhere). A
+    (16, won 8), softmax 1.01 (16, won 6). The median tuning wall rose from 13.9 to 16.4 s on
+    matmul_relu and from 16.6 to 18.5 s on dense_bias_relu (within 0.6 s elsewhere): on
+    matmul_relu, seeds 0-2, building took 6.3 to 16.4 s of a run against 2.7 to 7.0 s, the
+    programs proposed (wider vectors) taking longer to compile. A
     falling slope is held at 0: it would say narrower vectors run faster, which other columns
     decide, and the trees see them."""
 
