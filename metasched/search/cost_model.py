@@ -278,8 +278,10 @@ class _LanesThenTrees:
     1.14), dense_bias_relu 0.93 (16, won 8), matmul_relu 1.01 (24, won 9), reduce_cols 1.01
     (16, won 8), softmax 1.01 (16, won 6). The median tuning wall rose from 13.9 to 16.4 s on
     matmul_relu and from 16.6 to 18.5 s on dense_bias_relu (within 0.6 s elsewhere): on
-    matmul_relu, seeds 0-2, building took 6.3 to 16.4 s of a run against 2.7 to 7.0 s, the
-    programs proposed (wider vectors) taking longer to compile. A
+    matmul_relu, seeds 0-2, building took 6.3 to 16.4 s of a run against 2.7 to 7.0 s. The
+    compile time of random matmul_relu samples grows with their unrolled iterations (median
+    0.06-0.1 s up to 32, 0.27 s at 256, 0.5 s at 512) and hardly with their lanes (0.08 to
+    0.11 s), so its picks likely unroll more; not checked program by program. A
     falling slope is held at 0: it would say narrower vectors run faster, which other columns
     decide, and the trees see them."""
 
