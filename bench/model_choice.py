@@ -40,7 +40,7 @@ from common import environment, replayed_records
 from metasched import workloads
 from metasched.database import program_key
 from metasched.search import GBTModel, RandomModel, pairwise_accuracy
-from metasched.search.cost_model import _LANES, MIN_TRAINING_PROGRAMS, _log_labels, _one_thread, program_features
+from metasched.search.cost_model import _LANES, _log_labels, program_features
 
 PICKS = 16
 
@@ -48,44 +48,36 @@ PICKS = 16
 class _Trees(GBTModel):
     """The trees alone, without ``_LanesThenTrees``'s line: the model before it."""
 
-    def _fit(self) -> None:
-        labels = self.labels()
-        if len(self._rows) < MIN_TRAINING_PROGRAMS or np.ptp(labels) == 0:
-            self._regressor = None
-            return
-        self._regressor = self._make()
-        with _one_thread():
-            self._regressor.fit(np.stack(self._rows), _log_labels(labels), **self._fit_options(labels))
-
-    def _fit_options(self, labels: np.ndarray) -> dict:
-        return {}
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+        return self._make().fit(rows, _log_labels(labels))
 
 
-class _Weighted(_Trees):
+class _Weighted(GBTModel):
     """The trees alone, fitted with weights: 0.05 plus each program's squared normalised
     throughput (tried and not taken; ``_log_labels``'s docstring)."""
 
-    def _fit_options(self, labels: np.ndarray) -> dict:
-        return {"sample_weight": 0.05 + labels ** 2}
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+        return self._make().fit(rows, _log_labels(labels), sample_weight=0.05 + labels ** 2)
 
 
 class _Extra(_Trees):
     """The mean of the log predictions of the trees alone and of 50 extra trees (tried and not
     taken; ``GBTModel._make``'s comment)."""
 
-    def _fit(self) -> None:
-        super()._fit()
-        if self._regressor is not None:
-            from sklearn.ensemble import ExtraTreesRegressor
-            self._extra = ExtraTreesRegressor(n_estimators=50, min_samples_leaf=2, random_state=self.seed)
-            with _one_thread():
-                self._extra.fit(np.stack(self._rows), _log_labels(self.labels()))
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+        from sklearn.ensemble import ExtraTreesRegressor
+        extra = ExtraTreesRegressor(n_estimators=50, min_samples_leaf=2, random_state=self.seed)
+        return _Mean(super()._fitted(rows, labels), extra.fit(rows, _log_labels(labels)))
 
-    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
-        if self._regressor is None or not len(rows):
-            return self._fallback.predict_rows(rows)
-        with _one_thread():
-            return np.exp((self._regressor.predict(rows) + self._extra.predict(rows)) / 2)
+
+class _Mean:
+    """The mean of two fitted regressors' predictions."""
+
+    def __init__(self, first, second) -> None:
+        self.first, self.second = first, second
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        return (self.first.predict(rows) + self.second.predict(rows)) / 2
 
 
 class _Lanes(RandomModel):

@@ -185,9 +185,13 @@ class GBTModel(CostModel):
         if len(self._rows) < MIN_TRAINING_PROGRAMS or np.ptp(labels) == 0:
             self._regressor = None
             return
-        self._regressor = _LanesThenTrees(self._make())
         with _one_thread():  # see ``predict_rows``
-            self._regressor.fit(np.stack(self._rows), _log_labels(labels))
+            self._regressor = self._fitted(np.stack(self._rows), labels)
+
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+        """The regressor fitted on program ``rows`` and their normalised throughputs ``labels``
+        (enough of them, not all equal): the line in lanes, then ``_make``'s trees."""
+        return _LanesThenTrees(self._make()).fit(rows, _log_labels(labels))
 
     def _make(self):
         if self.kind == "hist":
