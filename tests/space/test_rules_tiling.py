@@ -247,23 +247,23 @@ def test_packable_reads_are_the_panels_read_along_the_vector_axis_and_a_reductio
     assert packable_reads(analysis.block(sch, sch.get_block(block))) == packed
 
 
-def test_packed_panels_are_cached_at_a_sampled_location():
+def test_a_packed_panel_is_cached_at_the_outermost_tile_of_its_columns():
     rule = MultiLevelTiling(pack_panels=True)
     wl = workloads.get("dense_bias_relu")
     sketches = PostOrderApply(rules=[AutoInline(), rule]).generate(wl)
-    assert len(sketches) == 5  # a decision, not a fork
+    assert len(sketches) == 5  # packed in every sketch, not a fork
     for sketch in sketches:
         text = str(sketch.trace.without_decisions())
-        assert 'cache_read(b1, 1, "global")' in text and "sample_compute_location(" in text
-    # The panel of a tile: all of K by the columns of the tile, allocated inside it.
-    located = {}
-    for sch in every_compute_location(wl, sketches[0].trace):
-        decision = next(d for i, d in sch.trace.decisions.items() if sch.trace[i].kind == "SampleComputeLocation")
-        located[decision] = str(sch.lower())
-    assert -2 in located and "Wt_global" not in located[-2]  # inline: no copy
-    assert "Wt_global = allocate([768, 3072]" in located[-1]  # the root: all of Wt
-    assert any("Wt_global = allocate([768, " in text and "Wt_global = allocate([768, 3072]" not in text
-               for decision, text in located.items() if decision >= 0)
+        # A fixed place, nothing sampled: the dense block's only sampling is its tiles.
+        assert 'cache_read(b1, 1, "global")' in text and "sample_compute_location(" not in text
+    # The panel of a j_0 tile: all of K by the columns of the tile, allocated inside j_0 and
+    # outside the row tiles, whatever the tiles.
+    for seed in range(4):
+        program = str(replay(wl, sketches[0].trace.without_decisions(), rng=np.random.default_rng(seed)).lower())
+        columns = program[program.index("Wt_global = allocate([768, ") + len("Wt_global = allocate([768, "):]
+        j_tile = int(columns[:columns.index("]")])
+        assert 3072 % j_tile == 0
+        assert program.index("for j_0 in ") < program.index("Wt_global = allocate(") < program.index("for i_0 in ")
     # Tiling without packing has no cache read; a workload with nothing to pack is untouched.
     plain = PostOrderApply(rules=[AutoInline(), MultiLevelTiling()]).generate(wl)
     assert "cache_read" not in str(plain[0].trace)
@@ -291,24 +291,32 @@ def test_a_panel_packed_outside_the_row_tiles_serves_them_all(name, panel, outer
     in_axis_order = sorted(outer, key=lambda loop: "bij".index(loop[0]))
     plain = str(replay(wl, sketch(False).trace).lower())
     assert starts(plain, in_axis_order) == sorted(starts(plain, in_axis_order))
-    # Packing puts the outermost tiles of the axes the panel is indexed by first, wherever
-    # the panel goes; computed at the last of them, the panel (all of K by the columns of one
-    # tile) is copied there, once for all the row tiles (i_0) inside it.
-    programs = [str(sch.lower()) for sch in every_compute_location(wl, sketch(True).trace, tile=outer_tiles)]
-    for program in programs:
-        assert starts(program, outer) == sorted(starts(program, outer)), program
-    assert any(program.index(f"for {outer[-2]} in ") < program.index(f"{panel} = allocate(")
-               < program.index("for i_0 in ") for program in programs if f"{panel} = allocate(" in program)
+    # Packing puts the outermost tiles of the axes the panel is indexed by first and computes
+    # the panel (all of K by the columns of one tile) at the last of them: copied there, once
+    # for all the row tiles (i_0) inside it.
+    (program,) = [str(sch.lower()) for sch in every_compute_location(wl, sketch(True).trace, tile=outer_tiles)]
+    assert starts(program, outer) == sorted(starts(program, outer)), program
+    assert program.index(f"for {outer[-2]} in ") < program.index(f"{panel} = allocate(") \
+        < program.index("for i_0 in "), program
 
 
 @pytest.mark.parametrize("name", ["matmul_relu", "dense_bias_relu", "batch_matmul"])
-def test_every_location_of_a_packed_panel_computes_the_reference(name):
+def test_packed_panels_compute_the_reference_whatever_the_tiles(name):
+    # outer_tiles: the panel's outermost tile above 1; tile_one: every outermost tile 1 (the
+    # panel then all of the operand, under unit loops); others drawn from seeds.
     wl = workloads.get(name, **SMALL_PARAMS[name])
     rule = MultiLevelTiling(pack_panels=True)
     for sketch in PostOrderApply(rules=[AutoInline(), rule]).generate(wl):
-        for tile in (None, outer_tiles):
+        for tile in (None, outer_tiles, tile_one):
             for sch in every_compute_location(wl, sketch.trace, tile=tile):
                 assert_equivalent(sch)
+        for seed in range(3):
+            assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=np.random.default_rng(seed)))
+
+
+def tile_one(extent, n):
+    """Every level 1 but the last, which takes all of ``extent``."""
+    return [1] * (n - 1) + [extent]
 
 
 def outer_tiles(extent, n):
