@@ -70,17 +70,12 @@ class RewriteParallelVectorizeUnroll(Postproc):
       loop's stride is the next one's times its extent). The run is fused and vectorized:
       no access is then worse than with the innermost loop vectorized alone, and code
       generation never falls back (``metasched.ir.vectorizable`` is asked too).
-    * parallel (blocks that run once: at the root, or computed at a loop of extent 1 with
-      only such loops around it): MetaSchedule's prefix of the outer loops not in the
+    * parallel (blocks at the root only): MetaSchedule's prefix of the outer loops not in the
       vector run: spatial, serial and unannotated, up to and including the first that holds
       another block or takes the product of extents past ``parallel``; fused, made parallel.
-      Leading loops of extent 1 that hold another block are passed over, the prefix starting
-      below them: they run once, so the blocks computed at them run once too, and parallel
-      loops of their own. (A matmul's panel packed at ``j_0``, ``MultiLevelTiling``, where
-      the sampled ``j_0`` tile is 1, left the whole program serial before.) A root block
-      whose every loop could join the store's contiguous run, but whose extents multiply
-      past ``vectorize``, takes MetaSchedule's other form instead: all its loops fused, split
-      by ``vectorize``, the outer part parallel and the inner vectorized.
+      A root block whose every loop could join the store's contiguous run, but whose
+      extents multiply past ``vectorize``, takes MetaSchedule's other form instead: all its
+      loops fused, split by ``vectorize``, the outer part parallel and the inner vectorized.
     * unroll (reduction blocks only: as in MetaSchedule, a spatial block gains nothing from
       it), once every block has its parallel and vector loops: from the innermost loop
       outward, passing over the vectorized one, each serial loop while the product of the
@@ -112,24 +107,23 @@ class RewriteParallelVectorizeUnroll(Postproc):
         # A block's loops as the rewrite changes them (the rewrite of one block changes no
         # other block's loops, nor where a block is computed).
         loops = {name: _Loops(sch, blocks[name], infos[name].loops) for name in limits}
-        once = {name for name in limits if _runs_once(infos, name)}
         # The program is lowered once where it can be: the parallel loops that do not depend
         # on the vector run are made first, the vector runs read from the program lowered
         # then, and it is lowered again only where they fuse loops.
         deferred = set()
         for name, limit in limits.items():
-            span = _parallel_first(infos[name], limit, name in once)
-            if span is None:
+            count = _parallel_first(infos[name], limit)
+            if count is None:
                 deferred.add(name)
-            elif span[1]:
-                loops[name].parallelize(*span)
+            elif count:
+                loops[name].parallelize(count)
         program = Lowered(sch.lower())
         accesses = _accesses(program)
         kinds: dict[str, ForKind] = {}  # loops whose kind alone changed since the lowering
         fused = False
         for name, limit in limits.items():
-            fused |= _parallelize_vectorize(loops[name], limit, accesses.get(infos[name].buffer), program, kinds,
-                                            parallel=name in deferred, once=name in once)
+            fused |= _parallelize_vectorize(infos[name], loops[name], limit, accesses.get(infos[name].buffer),
+                                            program, kinds, parallel=name in deferred)
         if fused:
             program, kinds = Lowered(sch.lower()), {}
         unrolling = [(loops[name], limit.max_unroll) for name, limit in limits.items()
@@ -167,11 +161,11 @@ class _Loops:
     def _update(self, start: int, stop: int, loops: Sequence[LoopRV]) -> None:
         self.infos[start:stop] = [analysis.loop(self.sch, loop) for loop in loops]
 
-    def parallelize(self, start: int, count: int) -> None:
-        """Fuse ``count`` loops from the ``start``-th into one parallel loop."""
-        loop = self._fused(start, start + count)
+    def parallelize(self, count: int) -> None:
+        """Fuse the outer ``count`` loops into one parallel loop."""
+        loop = self._fused(0, count)
         self.sch.parallel(loop)
-        self._update(start, start + count, [loop])
+        self._update(0, count, [loop])
 
     def vectorize(self, run: int) -> None:
         """Fuse the inner ``run`` loops into one vectorized loop."""
@@ -203,18 +197,6 @@ def _own_limits(info: BlockInfo) -> Optional[_Limits]:
             raise ScheduleError(f"block {info.name}: annotation {key} must be an integer, got {value!r}")
     unroll = max(found.get(UNROLL_EXPLICIT, 0), found.get(UNROLL_IMPLICIT, 0))
     return _Limits(found.get(PARALLEL, 0), found.get(VECTORIZE, 0), unroll)
-
-
-def _runs_once(infos: Mapping[str, BlockInfo], name: str) -> bool:
-    """Whether block ``name`` runs once in the program: at the root, or computed at a loop
-    of extent 1 whose block runs once and whose outer loops have extent 1 too."""
-    attached = infos[name].attached_to
-    if attached is None:
-        return True
-    host, loop = attached
-    around = [info.extent for info in itertools.takewhile(lambda info: info.name != loop, infos[host].loops)]
-    return all(extent == 1 for extent in around) and \
-        next(info.extent for info in infos[host].loops if info.name == loop) == 1 and _runs_once(infos, host)
 
 
 def _block_limits(infos: Mapping[str, BlockInfo]) -> dict[str, _Limits]:
@@ -335,16 +317,15 @@ def _accesses(program: Lowered) -> dict[str, _Accesses]:
     return found
 
 
-def _parallel_first(info: BlockInfo, limits: _Limits, once: bool) -> Optional[tuple[int, int]]:
-    """Which loops of the block to fuse into its parallel loop (``_parallel_span``), when
-    that does not depend on its vector run (None when it does). The run is at most the
-    innermost rewritable loops whose extents multiply to at most ``vectorize``; if the
-    parallel prefix is the same whatever run that leaves, and the fuse-split form cannot
-    apply (some loop is not rewritable), the prefix is known before the program is read.
-    ``once``: the block runs once (``_runs_once``); else it gets no parallel loop."""
+def _parallel_first(info: BlockInfo, limits: _Limits) -> Optional[int]:
+    """How many outer loops of the block to fuse into its parallel loop, when that does not
+    depend on its vector run (None when it does). The run is at most the innermost
+    rewritable loops whose extents multiply to at most ``vectorize``; if the parallel prefix
+    is the same whatever run that leaves, and the fuse-split form cannot apply (some loop
+    is not rewritable), the prefix is known before the program is read."""
     loops = info.loops
-    if not once or limits.max_parallel <= 0 or not loops:
-        return 0, 0
+    if info.attached_to is not None or limits.max_parallel <= 0 or not loops:
+        return 0
     rewritable = 0
     while rewritable < len(loops) and _rewritable(loops[-1 - rewritable]):
         rewritable += 1
@@ -353,20 +334,18 @@ def _parallel_first(info: BlockInfo, limits: _Limits, once: bool) -> Optional[tu
     longest = 0
     while longest < rewritable and math.prod(lp.extent for lp in loops[-1 - longest:]) <= limits.max_vectorize:
         longest += 1
-    spans = {_parallel_span(loops[:len(loops) - run], limits.max_parallel) for run in range(longest + 1)}
-    return spans.pop() if len(spans) == 1 else None
+    counts = {_parallel_count(loops[:len(loops) - run], limits.max_parallel) for run in range(longest + 1)}
+    return counts.pop() if len(counts) == 1 else None
 
 
-def _parallelize_vectorize(loops: _Loops, limits: _Limits, accesses: Optional[_Accesses], program: Lowered,
-                           kinds: dict[str, ForKind], parallel: bool, once: bool) -> bool:
-    """The vector loop of one block and, with ``parallel`` (and ``once``: the block runs
-    once), its parallel loop (see the class's docstring); whether it fused loops (else
-    ``kinds`` gains the loops whose kind changed)."""
-    parallel = parallel and once
+def _parallelize_vectorize(info: BlockInfo, loops: _Loops, limits: _Limits, accesses: Optional[_Accesses],
+                           program: Lowered, kinds: dict[str, ForKind], parallel: bool) -> bool:
+    """The vector loop of one block and, with ``parallel``, its parallel loop (see the class's
+    docstring); whether it fused loops (else ``kinds`` gains the loops whose kind changed)."""
     if not loops.infos or accesses is None:
-        return _parallel_alone(loops, limits, kinds) if parallel else False
+        return _parallel_alone(info, loops, limits, kinds) if parallel else False
     contiguous = _contiguous_loops(loops.infos, accesses)
-    if parallel and limits.max_parallel > 0 and \
+    if parallel and info.attached_to is None and limits.max_parallel > 0 and \
             _fuses_whole(loops.infos, contiguous, limits.max_vectorize) and _vectorizes(loops.infos, accesses, program):
         loops.fuse_split(limits.max_vectorize)
         return True
@@ -375,19 +354,21 @@ def _parallelize_vectorize(loops: _Loops, limits: _Limits, accesses: Optional[_A
         run = 0
     fused = run > 1
     if parallel:
-        fused |= _parallel_alone(loops, limits, kinds, run)
+        fused |= _parallel_alone(info, loops, limits, kinds, run)
     if run:
         kinds[loops.infos[-1].name] = ForKind.VECTORIZED
         loops.vectorize(run)
     return fused
 
 
-def _parallel_alone(loops: _Loops, limits: _Limits, kinds: dict[str, ForKind], run: int = 0) -> bool:
+def _parallel_alone(info: BlockInfo, loops: _Loops, limits: _Limits, kinds: dict[str, ForKind], run: int = 0) -> bool:
     """The parallel prefix of the loops outside the vector run; whether it fused loops."""
-    start, count = _parallel_span(loops.infos[:len(loops.infos) - run], limits.max_parallel)
+    if info.attached_to is not None:
+        return False
+    count = _parallel_count(loops.infos[:len(loops.infos) - run], limits.max_parallel)
     if count:
-        kinds[loops.infos[start].name] = ForKind.PARALLEL
-        loops.parallelize(start, count)
+        kinds[loops.infos[0].name] = ForKind.PARALLEL
+        loops.parallelize(count)
     return count > 1
 
 
@@ -451,16 +432,6 @@ def _fuses_whole(loops: Sequence[LoopInfo], contiguous: int, max_vectorize: int)
     an outer part to run in parallel). Reads may then be gathers; without this form the
     block would not be vectorized at all."""
     return max_vectorize > 1 and contiguous == len(loops) and math.prod(lp.extent for lp in loops) > max_vectorize
-
-
-def _parallel_span(loops: Sequence[LoopInfo], max_extent: int) -> tuple[int, int]:
-    """``(start, count)``: the parallel prefix (``_parallel_count``) of the loops below the
-    leading loops of extent 1 that hold another block (none, mostly: ``start`` 0)."""
-    start = 0
-    for k, loop in enumerate(itertools.takewhile(lambda loop: loop.extent == 1, loops)):
-        if loop.attached:
-            start = k + 1
-    return start, _parallel_count(loops[start:], max_extent)
 
 
 def _parallel_count(loops: Sequence[LoopInfo], max_extent: int) -> int:

@@ -89,39 +89,6 @@ def test_tiles_become_parallel_vectorized_and_unrolled_loops(unroll, unrolled):
     assert_equivalent(sch)
 
 
-def packed_matmul(j_0):
-    """A 64^3 matmul with B's panel packed at ``j_0`` (``j_0`` iterations), as
-    ``MultiLevelTiling(pack_panels=True)`` packs it, annotated as ParallelizeVectorizeUnroll
-    would."""
-    sch = Schedule(workloads.get("matmul", M=64, N=64, K=64))
-    b = sch.get_block("C")
-    i, j, k = sch.get_loops(b)
-    j0, j1 = sch.split(j, [j_0, 64 // j_0])
-    i0, i1 = sch.split(i, [8, 8])
-    sch.reorder(j0, i0, k, i1, j1)
-    panel = sch.cache_read(b, 1, "global")
-    sch.compute_at(panel, j0)
-    annotate(sch, b, parallel=16, vectorize=16)
-    return sch, b, panel
-
-
-def test_blocks_under_a_loop_of_one_iteration_get_parallel_loops_of_their_own():
-    # j_0 of 4 holds the panel: the parallel prefix ends there (MetaSchedule's rule), and
-    # the panel, copied in each of its iterations, gets no parallel loop.
-    sch, b, panel = packed_matmul(4)
-    rewrite(sch)
-    assert kinds(sch, b)[0] == ("parallel", 4)
-    assert all(kind != "parallel" for kind, _ in kinds(sch, panel))
-    # j_0 of 1 runs once, and so does the panel: the panel (contiguous throughout: the
-    # fuse-split form) and the loops of the block below j_0 are made parallel.
-    sch, b, panel = packed_matmul(1)
-    rewrite(sch)
-    assert kinds(sch, b)[:2] == [("serial", 1), ("parallel", 8)]
-    assert kinds(sch, panel) == [("parallel", 256), ("vectorized", 16)]
-    assert VerifyKernel().reason(sch) is None
-    assert_equivalent(sch)
-
-
 def unrolled_loops(sch):
     return {lp.name for name in analysis.blocks(sch) for lp in analysis.block(sch, sch.get_block(name)).loops
             if lp.kind == "unrolled"}
