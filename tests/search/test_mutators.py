@@ -104,8 +104,9 @@ def test_each_mutator_changes_one_decision_of_its_kind_and_no_instruction(name):
     applied = collections.Counter(which for which in MIX for _ in mutants(name, which))
     # Every sample has tiles and an unroll depth (each workload has a reduction). Softmax and
     # conv2d (its padding stage) have blocks whose location is sampled. The matmuls' packed
-    # panel of B has a fixed place, j_0, the loop that ends their parallel prefix whatever
-    # the limit: their parallel limits change nothing, and the mutator leaves them alone.
+    # panel of B has a fixed place, j_0, the loop that ends their tiled block's parallel
+    # prefix whatever the limit: that limit changes nothing, no other block's does in these
+    # samples, and the mutator leaves them alone.
     assert applied["tile"] == 18 and applied["unroll"] == 18
     assert (applied["parallel"] > 0) == (name not in PACKED)
     assert (applied["compute_location"] > 0) == (name in ("conv2d_bias_relu", "softmax"))
