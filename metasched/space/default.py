@@ -35,7 +35,8 @@ def cpu_default() -> PostOrderApply:
     AVX-512, 2 cores), each best timed in turns with numpy, geometric means without / with:
     matmul_relu 1.146 / 1.161x numpy (7 seeds of 12 won, the best 1.40x), dense_bias_relu
     0.986 / 1.039x (6 won, 2 level).
-    ``python bench/search_variants.py matmul_relu default pack_panels=0 --seeds 0-11`` runs such pairs (comparing the best times the tuner recorded). Hand-written, the same
+    ``python bench/search_variants.py matmul_relu default pack_panels=0 --seeds 0-11``
+    runs such pairs (comparing the best times the tuner recorded). Hand-written, the same
     packing took matmul 1024 from 0.41 to 0.95 of numpy and dense_bias_relu from 0.58 to 1.12.
     The packed operand's tile loops come first in the outermost level (``j_0, i_0``: a panel
     packed at ``j_0`` serves every row tile, the hand-written schedule's structure, which then
