@@ -11,7 +11,10 @@ The file is in write-ahead-log mode with ``synchronous=FULL``: a record is on di
 commit returns, so neither a killed process nor a power cut loses it (NORMAL would survive a
 killed process but not a power cut; one fsync per measured program costs little next to its
 build and measurement). Writers take the lock at ``BEGIN IMMEDIATE`` and wait up to
-``BUSY_TIMEOUT_SECONDS`` for it, so several tuners can share one file.
+``BUSY_TIMEOUT_SECONDS`` for it, so several tuners can share one file. Opening a file tries
+again for as long where SQLite reports it locked at once: in some cases (changing the journal
+mode, avoiding a deadlock) SQLite does not wait, and one of two tuners opening a new file at
+the same moment once failed with "database is locked".
 
 Schema version 1::
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -97,7 +101,7 @@ def connect(path: str) -> sqlite3.Connection:
     except sqlite3.Error as e:
         raise DatabaseError(f"cannot open the database {path}: {e}") from None
     try:
-        _prepare(connection, path)
+        _prepare_when_free(connection, path)
     except sqlite3.Error as e:
         connection.close()
         raise DatabaseError(f"cannot open the database {path}: {_explain(e)}") from None
@@ -105,6 +109,30 @@ def connect(path: str) -> sqlite3.Connection:
         connection.close()
         raise
     return connection
+
+
+def _prepare_when_free(connection: sqlite3.Connection, path: str) -> None:
+    """``_prepare``, tried again while SQLite reports the file locked, up to
+    ``BUSY_TIMEOUT_SECONDS`` (each step of ``_prepare`` can be run again: it reads, or
+    writes in one transaction that a failure rolls back)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            _prepare(connection, path)
+            return
+        except sqlite3.OperationalError as e:
+            if not _locked(e) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
+
+
+def _locked(error: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED (extended codes included), or their message where the
+    error carries no code."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)
+    return "database is locked" in str(error) or "database table is locked" in str(error)
 
 
 def _check_path(path: str) -> None:

@@ -80,6 +80,59 @@ def test_a_file_another_process_creates_while_this_one_looks_is_opened(tmp_path,
     assert _header(path)[:2] == (schema.APPLICATION_ID, schema.SCHEMA_VERSION)
 
 
+def _busy_error(tmp_path):
+    """The error SQLite itself raises for a file another connection holds locked, when it
+    does not wait (timeout 0)."""
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as e:
+        return e
+    finally:
+        other.close()
+        holder.close()
+    raise AssertionError("the second writer was not refused")
+
+
+def _prepare_failing(monkeypatch, error, times):
+    calls = []
+    real = schema._prepare
+
+    def prepare(connection, path):
+        calls.append(path)
+        if len(calls) <= times:
+            raise error
+        real(connection, path)
+
+    monkeypatch.setattr(schema, "_prepare", prepare)
+    return calls
+
+
+def test_opening_tries_again_while_sqlite_reports_the_file_locked(tmp_path, monkeypatch):
+    # SQLite does not always wait for a lock (one of two tuners opening a new file at once
+    # failed so): opening tries again.
+    calls = _prepare_failing(monkeypatch, _busy_error(tmp_path), times=2)
+    with Database(str(tmp_path / "tuning.db")) as db:
+        assert len(db) == 0
+    assert len(calls) == 3
+
+
+def test_a_file_locked_past_the_timeout_and_other_errors_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(schema, "BUSY_TIMEOUT_SECONDS", 0.05)
+    calls = _prepare_failing(monkeypatch, _busy_error(tmp_path), times=10**6)
+    with pytest.raises(DatabaseError, match="cannot open the database .*locked"):
+        Database(str(tmp_path / "tuning.db"))
+    assert len(calls) > 1
+    calls = _prepare_failing(monkeypatch, sqlite3.OperationalError("disk I/O error"), times=10**6)
+    with pytest.raises(DatabaseError, match="disk I/O error"):
+        Database(str(tmp_path / "other.db"))
+    assert len(calls) == 1  # not a lock: not tried again
+
+
 def test_records_survive_reopening(tmp_path):
     path = _filled(tmp_path / "tuning.db", 4)
     with Database(path) as db:
