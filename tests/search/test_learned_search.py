@@ -1,6 +1,8 @@
 """The cost model learns a ranking, saves and loads, warm-starts from a database; evolutionary
 search is deterministic for the same seed and measured times, never proposes a program twice,
 and finds better programs than random samples under a model that knows the answer."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,8 @@ from metasched.search import (
     EvolutionaryConfig, EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy,
 )
 from metasched.search.cost_model import MIN_TRAINING_PROGRAMS, CostModel, _log_labels, program_features
+from metasched.search.evolutionary import Round
+from metasched.search.features import FEATURE_NAMES
 from metasched.space import cpu_default
 
 SIZES = dict(M=64, N=64, K=64)
@@ -160,20 +164,44 @@ def test_a_search_forgets_old_mutants_and_proposes_the_same(wl, fake_builder, mo
     assert sum(r.generated for r in search.rounds) > 0
 
 
-def test_a_first_proposal_without_information_is_fresh_samples(wl, samples):
-    def first_round(model):
-        search = EvolutionarySearch(SMALL, model=model)
+def test_a_first_proposal_without_information_is_vectorized_picks_and_fresh_samples(wl, samples):
+    def first_round(model, config=SMALL):
+        search = EvolutionarySearch(config, model=model)
         search.start(SearchContext(wl, cpu_default(), np.random.default_rng(0)))
-        assert len(search.propose(8)) == 8
-        return search.rounds[0]
+        proposed = search.propose(8)
+        assert len(proposed) == 8
+        return search.rounds[0], proposed
 
-    blind = first_round(GBTModel())  # untrained: scores at random
-    assert (blind.scored, blind.random, blind.generated) == (0, 8, 8)
+    blind, _ = first_round(GBTModel())  # untrained: scores at random, no genetic rounds
+    picked = round(8 * SMALL.first_prior_share)
+    assert 0 < picked < 8
+    assert (blind.scored, blind.random, blind.generated) == (0, 8 - picked, SMALL.population_size)
+    plain, _ = first_round(GBTModel(), dataclasses.replace(SMALL, first_prior_share=0.0))
+    assert (plain.scored, plain.random, plain.generated) == (0, 8, 8)
     trained = GBTModel()
     trained.update(samples[:40], [fake_seconds(s) for s in samples[:40]])
     assert trained.informed and not GBTModel().informed and not RandomModel().informed
-    guided = first_round(trained)
+    guided, _ = first_round(trained)
     assert guided.scored > SMALL.population_size and guided.random < 8
+
+
+def test_the_first_picks_are_the_most_vectorized_samples(wl):
+    """All of a first proposal picked (share 1.0) from the population of fresh samples that
+    the same seed draws: they hold more vector lanes than the samples left out."""
+    config = dataclasses.replace(SMALL, first_prior_share=1.0, population_size=32)
+
+    def search_with(config):
+        search = EvolutionarySearch(config, model=GBTModel())
+        search.start(SearchContext(wl, cpu_default(), np.random.default_rng(3)))
+        return search
+
+    lanes = lambda sch: program_features(sch)[FEATURE_NAMES.index("vector_lanes")]  # noqa: E731
+    picked = [lanes(sch) for sch in search_with(config).propose(8)]
+    pool = search_with(config)._sample(32, Round(), set())  # the same seed: the same population
+    everything = sorted((float(c.row[FEATURE_NAMES.index("vector_lanes")]) for c in pool), reverse=True)
+    assert len(set(everything)) > 1  # the samples differ in lanes: the pick can show
+    assert np.mean(picked) > np.mean(everything)
+    assert max(picked) == everything[0]
 
 
 def test_a_model_that_knows_the_answer_beats_random_search(wl, fake_builder):
