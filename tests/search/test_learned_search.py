@@ -168,40 +168,41 @@ def test_a_first_proposal_without_information_is_vectorized_picks_and_fresh_samp
     def first_round(model, config=SMALL):
         search = EvolutionarySearch(config, model=model)
         search.start(SearchContext(wl, cpu_default(), np.random.default_rng(0)))
-        proposed = search.propose(8)
-        assert len(proposed) == 8
-        return search.rounds[0], proposed
+        assert len(search.propose(8)) == 8
+        return search.rounds[0]
 
-    blind, _ = first_round(GBTModel())  # untrained: scores at random, no genetic rounds
+    blind = first_round(GBTModel())  # untrained: scores at random, no genetic rounds
     picked = round(8 * SMALL.first_prior_share)
     assert 0 < picked < 8
     assert (blind.scored, blind.random, blind.generated) == (0, 8 - picked, SMALL.population_size)
-    plain, _ = first_round(GBTModel(), dataclasses.replace(SMALL, first_prior_share=0.0))
-    assert (plain.scored, plain.random, plain.generated) == (0, 8, 8)
+    plain = first_round(GBTModel(), dataclasses.replace(SMALL, first_prior_share=0.0))
+    assert (plain.scored, plain.random, plain.generated) == (0, 8, 8)  # fresh samples only
     trained = GBTModel()
     trained.update(samples[:40], [fake_seconds(s) for s in samples[:40]])
     assert trained.informed and not GBTModel().informed and not RandomModel().informed
-    guided, _ = first_round(trained)
+    guided = first_round(trained)
     assert guided.scored > SMALL.population_size and guided.random < 8
 
 
 def test_the_first_picks_are_the_most_vectorized_samples(wl):
-    """All of a first proposal picked (share 1.0) from the population of fresh samples that
-    the same seed draws: they hold more vector lanes than the samples left out."""
+    """A first proposal all picked (share 1.0) from the population of fresh samples that the
+    same seed draws: on average more vector lanes than that population, the most vectorized
+    sample among them."""
     config = dataclasses.replace(SMALL, first_prior_share=1.0, population_size=32)
+    lanes = FEATURE_NAMES.index("vector_lanes")
 
     def search_with(config):
         search = EvolutionarySearch(config, model=GBTModel())
         search.start(SearchContext(wl, cpu_default(), np.random.default_rng(3)))
         return search
 
-    lanes = lambda sch: program_features(sch)[FEATURE_NAMES.index("vector_lanes")]  # noqa: E731
-    picked = [lanes(sch) for sch in search_with(config).propose(8)]
-    pool = search_with(config)._sample(32, Round(), set())  # the same seed: the same population
-    everything = sorted((float(c.row[FEATURE_NAMES.index("vector_lanes")]) for c in pool), reverse=True)
-    assert len(set(everything)) > 1  # the samples differ in lanes: the pick can show
-    assert np.mean(picked) > np.mean(everything)
-    assert max(picked) == everything[0]
+    picked = [program_features(sch)[lanes] for sch in search_with(config).propose(8)]
+    # The first draw of a search from the same seed: the population the picks came from.
+    population = sorted((float(c.row[lanes]) for c in search_with(config)._sample(32, Round(), set())),
+                        reverse=True)
+    assert len(set(population)) > 1  # the samples differ in lanes, so a pick can show
+    assert np.mean(picked) > np.mean(population)
+    assert max(picked) == population[0]
 
 
 def test_a_model_that_knows_the_answer_beats_random_search(wl, fake_builder):
