@@ -144,8 +144,9 @@ class EvolutionaryConfig:
 @dataclass
 class Round:
     """What one ``propose`` did: programs generated (fresh samples and mutants), rejected by
-    replay or postprocessors, scored by the model, proposed (of which ``random`` were the
-    epsilon-greedy share), and the model's pairwise accuracy on them once measured."""
+    replay or postprocessors, scored by the model, proposed (of which ``random`` were fresh
+    samples: the epsilon-greedy share, or in a run's first proposal those not picked for their
+    vector lanes), and the model's pairwise accuracy on them once measured."""
 
     generated: int = 0
     rejected: int = 0
