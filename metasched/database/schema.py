@@ -126,12 +126,16 @@ def _prepare_when_free(connection: sqlite3.Connection, path: str) -> None:
         time.sleep(0.01)
 
 
+# SQLite's primary result codes (``sqlite3.SQLITE_BUSY`` and ``SQLITE_LOCKED`` from Python 3.11).
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
 def _locked(error: sqlite3.OperationalError) -> bool:
     """SQLITE_BUSY or SQLITE_LOCKED (extended codes included), or their message where the
     error carries no code."""
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
-        return code & 0xFF in (5, 6)
+        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)  # the primary code: the low byte
     return "database is locked" in str(error) or "database table is locked" in str(error)
 
 
