@@ -131,14 +131,19 @@ class _Wire:
         self._ends = {(len(insts), id(insts[-1])): k
                       for k, insts in sorted(enumerate(self._insts), key=lambda e: -len(e[1])) if insts}
 
-    def pack(self, trace: Trace) -> Union[Trace, tuple]:
+    def pack(self, trace: Trace, sampling: bool = False) -> Union[Trace, tuple]:
         """What crosses for ``trace``: (space number, the instructions after the space's,
-        decisions), or the trace itself."""
+        decisions), or the trace itself. ``sampling``: only what comes before
+        ``enter_postproc`` is wanted (a mutant, which ``apply_mutant`` post-processes again),
+        so the postprocessors' instructions stay here (two thirds of a mutant's pickle)."""
         insts = trace.insts
         for (length, last), k in self._ends.items():
             if (length <= len(insts) and id(insts[length - 1]) == last
                     and all(map(operator.is_, insts[:length], self._insts[k]))):
-                return k, insts[length:], trace.decisions
+                rest = insts[length:]
+                if sampling:
+                    rest = rest[:next((i for i, inst in enumerate(rest) if inst.kind == "EnterPostproc"), len(rest))]
+                return k, rest, trace.decisions
         return trace
 
     def unpack(self, packed: Union[Trace, tuple]) -> Trace:
@@ -233,7 +238,7 @@ class Scorer:
 
     def mutants(self, traces: Sequence[Trace]) -> list[Optional[Candidate]]:
         """Each mutant (``mutators.apply_mutant``), in order; None for one that was dropped."""
-        return self._run(_mutants, [self._shared.wire.pack(t) for t in traces])
+        return self._run(_mutants, [self._shared.wire.pack(t, sampling=True) for t in traces])
 
     def candidate(self, sch: Schedule) -> Candidate:
         """``Candidate.of(sch)``, its trace holding the design spaces' instructions where it

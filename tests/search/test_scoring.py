@@ -104,6 +104,10 @@ def test_traces_cross_by_their_design_space(wl, workers):
         packed = wire.pack(cand.trace)
         assert len(pickle.dumps(packed)) < len(pickle.dumps(cand.trace)) / 2
         assert wire.unpack(pickle.loads(pickle.dumps(packed))) == cand.trace
+        # A mutant crosses without the postprocessors' instructions, which it is made without.
+        end = [inst.kind for inst in cand.trace.insts].index("EnterPostproc")
+        sampling = wire.unpack(pickle.loads(pickle.dumps(wire.pack(cand.trace, sampling=True))))
+        assert sampling == Trace(cand.trace.insts[:end], cand.trace.decisions)
     # A trace that begins with no design space's instructions travels whole.
     other = Trace.from_json(here[0].trace.to_json())
     assert wire.pack(other) is other and wire.pack(Trace()) == Trace()
