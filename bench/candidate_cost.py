@@ -1,0 +1,155 @@
+"""What one candidate of evolutionary search costs, stage by stage: the budget behind the
+scoring rate that ``bench/tune.py`` prints (issue 9 asks for 1,000 candidates a second).
+
+    python bench/candidate_cost.py [--workloads matmul_relu,conv2d_bias_relu] [--candidates 240]
+    python bench/candidate_cost.py --instructions [--workloads ...]
+
+Per workload, the candidates a search makes (fresh samples of the default space, and mutants
+of them by ``default_mutators``), made as the tuner's worker processes make them
+(``scoring._samples``, ``scoring._mutants``), after one pass that fills the memoised
+analyses as a running search has them. Printed per candidate, the median of three passes
+in this process: each stage of a mutant (replay of its sampling part, the postprocessors
+with their lowering, the program key, the feature row, its result pickled there and back)
+and a fresh sample whole. Two cores at most give ``2000 / total`` candidates a second, less
+the search's own work in the parent process.
+
+``--instructions``: the instructions the same candidates take, counted by valgrind's
+callgrind: the script runs itself under valgrind twice at once, making every candidate and
+making none, and prints the difference per candidate (a minute and a half a workload).
+Unlike a time, the count hardly moves with the machine's load (three counts of one checkout,
+120 conv2d_bias_relu candidates, Xeon: 19.98, 19.89 and 19.90 million), so it can tell a
+change of a few percent from noise: run it in two checkouts (``PYTHONPATH=<checkout>``) and
+compare. It counts the interpreter's instructions: a proxy for time, not a time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from common import environment
+from metasched import workloads
+from metasched.database import program_key
+from metasched.errors import ScheduleError
+from metasched.schedule import replay
+from metasched.search.cost_model import program_features
+from metasched.search.mutators import default_mutators
+from metasched.search.scoring import _mutants, _samples, _Shared
+from metasched.space import cpu_default
+
+STAGES = ("replay", "postprocessors", "program key", "features", "pickled")
+
+
+def candidates(wl, count: int) -> tuple[_Shared, list, list[int]]:
+    """The work of ``count`` candidates, as a worker receives it: the run's workload and
+    space (``_Shared``, pickled and unpickled as a worker gets it), a third of them as
+    sample seeds and the rest as mutants of those samples, packed for the wire."""
+    shared = _Shared(wl, cpu_default())
+    worker = pickle.loads(pickle.dumps(shared))
+    seeds = list(range(count // 3))
+    rng = np.random.default_rng(0)
+    mutators = default_mutators(wl)
+    parents = [c for c in _samples(shared, range(1000, 1000 + count // 3)) if c is not None]
+    traces = []
+    while parents and len(traces) < count - len(seeds):
+        trace = mutators.mutate(shared.wire.unpack(parents[len(traces) % len(parents)][1]), rng)
+        if trace is not None:
+            traces.append(shared.wire.pack(trace, sampling=True))
+    return worker, [pickle.loads(pickle.dumps(t)) for t in traces], seeds
+
+
+def stage_times(worker: _Shared, traces: list, seeds: list[int]) -> dict[str, float]:
+    """Seconds per mutant of each stage, and per fresh sample (``"sample"``), in one pass."""
+    spent = dict.fromkeys(STAGES, 0.0)
+    made = 0
+    for packed in traces:
+        started = time.perf_counter()
+        try:
+            sch = replay(worker.workload, worker.wire.unpack(packed), remove_postproc=True)
+            replayed = time.perf_counter()
+            sch = worker.space.postprocess(sch)
+        except ScheduleError:
+            continue
+        done = [started, replayed, time.perf_counter()]
+        key = program_key(sch.trace)
+        done.append(time.perf_counter())
+        row = program_features(sch)
+        done.append(time.perf_counter())
+        pickle.loads(pickle.dumps((key, worker.wire.pack(sch.trace), row)))
+        done.append(time.perf_counter())
+        for stage, begin, end in zip(STAGES, done, done[1:]):
+            spent[stage] += end - begin
+        made += 1
+    started = time.perf_counter()
+    _samples(worker, seeds)
+    sample = (time.perf_counter() - started) / len(seeds)
+    return {**{stage: seconds / made for stage, seconds in spent.items()}, "sample": sample}
+
+
+def instructions(workload: str, count: int) -> float:
+    """Instructions per candidate under callgrind (see the module's docstring); the two runs
+    go side by side, one per core (a count does not depend on the other's load)."""
+    runs = [subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+                              __file__, "--make", workload, "--candidates", str(count), "--made", str(made)],
+                             env={**os.environ, "PYTHONHASHSEED": "0"}, stderr=subprocess.PIPE, text=True)
+            for made in (count, 0)]
+    totals = []
+    for run in runs:
+        _, err = run.communicate()
+        if run.returncode:
+            raise RuntimeError(f"the run under valgrind failed:\n{err}")
+        totals.append(int(next(line for line in err.splitlines() if "Collected :" in line).split()[-1]))
+    return (totals[0] - totals[1]) / count
+
+
+def make(workload: str, count: int, made: int) -> None:
+    """What ``--instructions`` counts: the candidates prepared and warmed, then ``made`` of
+    them made (0: none, to count the rest)."""
+    worker, traces, seeds = candidates(workloads.get(workload), count)
+    _mutants(worker, traces[:8])
+    _samples(worker, seeds[:2])
+    if made:
+        pickle.loads(pickle.dumps((_mutants(worker, traces), _samples(worker, seeds))))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default="matmul_relu,conv2d_bias_relu")
+    parser.add_argument("--candidates", type=int, default=240)
+    parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind")
+    parser.add_argument("--make", help=argparse.SUPPRESS)  # the run valgrind counts
+    parser.add_argument("--made", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.make:
+        make(args.make, args.candidates, args.made)
+        return
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (Debian's package valgrind)")
+    print(environment())
+    for name in args.workloads.split(","):
+        if args.instructions:
+            print(f"{name}: {instructions(name, args.candidates) / 1e6:.2f} million instructions per candidate "
+                  f"({args.candidates}: a third fresh samples, the rest mutants)", flush=True)
+            continue
+        worker, traces, seeds = candidates(workloads.get(name), args.candidates)
+        stage_times(worker, traces, seeds)  # fills the memoised analyses
+        passes = [stage_times(worker, traces, seeds) for _ in range(3)]
+        median = {stage: statistics.median(p[stage] for p in passes) for stage in passes[0]}
+        total = sum(median[stage] for stage in STAGES)
+        print(f"\n{name}, ms per candidate (median of 3 passes; {len(traces)} mutants, {len(seeds)} samples)")
+        print("| stage | ms | share of a mutant |\n|---|---|---|")
+        for stage in STAGES:
+            print(f"| {stage} | {median[stage] * 1e3:.3f} | {median[stage] / total:.0%} |")
+        print(f"| a mutant, all | {total * 1e3:.3f} | 100% |\n| a fresh sample, all | {median['sample'] * 1e3:.3f} | - |")
+        print(f"at most {2 / total:.0f} mutants a second on two cores, before the search's own work", flush=True)
+
+
+if __name__ == "__main__":
+    main()
