@@ -14,11 +14,12 @@ and a fresh sample whole. Two cores at most give ``2000 / total`` candidates a s
 the search's own work in the parent process.
 
 ``--instructions``: the instructions the same candidates take, counted by valgrind's
-callgrind: the script runs itself under valgrind twice at once, making every candidate and
-making none, and prints the difference per candidate (a minute and a half a workload).
+callgrind: the script runs itself under valgrind twice at once, making the candidates a
+second time (after a first pass, as for the timings) and not, and prints the difference per
+candidate (two minutes a workload).
 Unlike a time, the count hardly moves with the machine's load (three counts of one checkout,
-120 conv2d_bias_relu candidates, Xeon: 19.98, 19.89 and 19.90 million), so it can tell a
-change of a few percent from noise: run it in two checkouts (``PYTHONPATH=<checkout>``) and
+120 conv2d_bias_relu candidates, Xeon: 17.13, 17.12 and 17.08 million), so it can tell a
+change of a percent or two from noise: run it in two checkouts (``PYTHONPATH=<checkout>``) and
 compare. It counts the interpreter's instructions: a proxy for time, not a time.
 """
 from __future__ import annotations
@@ -97,9 +98,9 @@ def instructions(workload: str, count: int) -> float:
     """Instructions per candidate under callgrind (see the module's docstring); the two runs
     go side by side, one per core (a count does not depend on the other's load)."""
     runs = [subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-                              __file__, "--make", workload, "--candidates", str(count), "--made", str(made)],
+                              __file__, "--make", workload, "--candidates", str(count)] + (["--counted"] if counted else []),
                              env={**os.environ, "PYTHONHASHSEED": "0"}, stderr=subprocess.PIPE, text=True)
-            for made in (count, 0)]
+            for counted in (True, False)]
     totals = []
     for run in runs:
         _, err = run.communicate()
@@ -109,13 +110,13 @@ def instructions(workload: str, count: int) -> float:
     return (totals[0] - totals[1]) / count
 
 
-def make(workload: str, count: int, made: int) -> None:
-    """What ``--instructions`` counts: the candidates prepared and warmed, then ``made`` of
-    them made (0: none, to count the rest)."""
+def make(workload: str, count: int, counted: bool) -> None:
+    """What ``--instructions`` counts: the candidates prepared and made once (which fills
+    the memoised analyses, as for the timings), then, if ``counted``, made again, their
+    results pickled there and back. The run without is subtracted."""
     worker, traces, seeds = candidates(workloads.get(workload), count)
-    _mutants(worker, traces[:8])
-    _samples(worker, seeds[:2])
-    if made:
+    passes = 2 if counted else 1
+    for _ in range(passes):
         pickle.loads(pickle.dumps((_mutants(worker, traces), _samples(worker, seeds))))
 
 
@@ -125,10 +126,10 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=240)
     parser.add_argument("--instructions", action="store_true", help="count instructions under valgrind")
     parser.add_argument("--make", help=argparse.SUPPRESS)  # the run valgrind counts
-    parser.add_argument("--made", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--counted", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.make:
-        make(args.make, args.candidates, args.made)
+        make(args.make, args.candidates, args.counted)
         return
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind (Debian's package valgrind)")
