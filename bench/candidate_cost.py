@@ -9,7 +9,7 @@ of them by ``default_mutators``), made as the tuner's worker processes make them
 (``scoring._samples``, ``scoring._mutants``), after one pass that fills the memoised
 analyses as a running search has them. Printed per candidate, the median of three passes
 in this process: each stage of a mutant (replay of its sampling part, the postprocessors
-with their lowering, the program key, the feature row, its result pickled there and back)
+with their lowering, the feature row, its result pickled there and back)
 and a fresh sample whole. Two cores at most give ``2000 / total`` candidates a second, less
 the search's own work in the parent process.
 
@@ -37,15 +37,14 @@ import numpy as np
 
 from common import environment
 from metasched import workloads
-from metasched.database import program_key
 from metasched.errors import ScheduleError
 from metasched.schedule import replay
 from metasched.search.cost_model import program_features
 from metasched.search.mutators import default_mutators
-from metasched.search.scoring import _mutants, _samples, _Shared
+from metasched.search.scoring import Scorer, _mutants, _samples, _Shared
 from metasched.space import cpu_default
 
-STAGES = ("replay", "postprocessors", "program key", "features", "pickled")
+STAGES = ("replay", "postprocessors", "features", "pickled")
 
 
 def candidates(wl, count: int) -> tuple[_Shared, list, list[int]]:
@@ -57,10 +56,10 @@ def candidates(wl, count: int) -> tuple[_Shared, list, list[int]]:
     seeds = list(range(count // 3))
     rng = np.random.default_rng(0)
     mutators = default_mutators(wl)
-    parents = [c for c in _samples(shared, range(1000, 1000 + count // 3)) if c is not None]
+    parents = [c for c in Scorer(wl, shared.space).samples(range(1000, 1000 + count // 3)) if c is not None]
     traces = []
     while parents and len(traces) < count - len(seeds):
-        trace = mutators.mutate(shared.wire.unpack(parents[len(traces) % len(parents)][1]), rng)
+        trace = mutators.mutate(parents[len(traces) % len(parents)].trace, rng)
         if trace is not None:
             traces.append(shared.wire.pack(trace, sampling=True))
     return worker, [pickle.loads(pickle.dumps(t)) for t in traces], seeds
@@ -79,11 +78,9 @@ def stage_times(worker: _Shared, traces: list, seeds: list[int]) -> dict[str, fl
         except ScheduleError:
             continue
         done = [started, replayed, time.perf_counter()]
-        key = program_key(sch.trace)
-        done.append(time.perf_counter())
         row = program_features(sch)
         done.append(time.perf_counter())
-        pickle.loads(pickle.dumps((key, worker.wire.pack(sch.trace), row)))
+        pickle.loads(pickle.dumps((worker.wire.pack(sch.trace), row)))
         done.append(time.perf_counter())
         for stage, begin, end in zip(STAGES, done, done[1:]):
             spent[stage] += end - begin

@@ -26,7 +26,7 @@ import heapq
 import math
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Union
+from typing import Hashable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -43,8 +43,8 @@ from metasched.search.strategy import SearchContext, SearchStrategy
 # the main store's features first): what the first proposal of a run ranks by.
 _LANES = FEATURE_NAMES.index("vector_lanes")
 
-# A mutant's identity: its parent's program key and the decisions the mutator changed.
-MutantKey = tuple[str, str]
+# A mutant's identity: its parent's ident (``Candidate.ident``) and the decisions the mutator changed.
+MutantKey = tuple[Hashable, str]
 
 
 def _family(trace: Trace) -> tuple:
@@ -67,7 +67,7 @@ def _family(trace: Trace) -> tuple:
 
 
 def _families_spread(ranked: list, cap: int) -> list:
-    """``ranked`` (best first; items ``(key, (score, candidate))``) with the best ``cap`` of
+    """``ranked`` (best first; items ``(ident, (score, candidate))``) with the best ``cap`` of
     each family first, in rank order, then the rest in rank order. Programs with an empty
     family (no tiling in more than two levels, no compute location sampled) are not grouped:
     nothing says they are alike."""
@@ -81,7 +81,7 @@ def _families_spread(ranked: list, cap: int) -> list:
 
 def _mutant_key(parent: Candidate, trace: Trace) -> MutantKey:
     before = parent.trace.decisions
-    return parent.key, repr(sorted((i, d) for i, d in trace.decisions.items() if before.get(i) != d))
+    return parent.ident, repr(sorted((i, d) for i, d in trace.decisions.items() if before.get(i) != d))
 
 
 @dataclass(frozen=True)
@@ -188,6 +188,10 @@ class EvolutionarySearch(SearchStrategy):
         self._best_measured: list[tuple[float, Candidate]] = []
         self._mutants: OrderedDict[MutantKey, Optional[Candidate]] = OrderedDict()  # None: dropped
         self._proposed: dict[int, Candidate] = {}  # id of a proposed Schedule -> its candidate
+        # The idents of the programs measured or proposed that this search knows of: those of
+        # ``context.measured`` (program keys) that it read or proposed. Candidates are told
+        # apart by ident; a program measured that it does not know of is refused when claimed.
+        self._measured: set = set()
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
@@ -195,6 +199,7 @@ class EvolutionarySearch(SearchStrategy):
         self.scorer = Scorer(context.workload, context.space, context.tasks)
         self.scorer.prepare()
         self.rounds, self._best_measured, self._mutants, self._proposed = [], [], OrderedDict(), {}
+        self._measured = set()
         if context.database is not None:
             # Resume: what the database knows of this workload trains the model and seeds
             # the population, as a run that never stopped would have it.
@@ -208,7 +213,9 @@ class EvolutionarySearch(SearchStrategy):
                 seconds.append(record.median)
             if schedules:
                 self.model.update(schedules, seconds)
-                self._remember([self.scorer.candidate(sch) for sch in schedules], seconds)
+                candidates = [self.scorer.candidate(sch) for sch in schedules]
+                self._measured.update(cand.ident for cand in candidates)
+                self._remember(candidates, seconds)
 
     # --- scoring -----------------------------------------------------------------------------
     def _scores(self, population: Sequence[Candidate]) -> np.ndarray:
@@ -233,8 +240,8 @@ class EvolutionarySearch(SearchStrategy):
                     round_.rejected += 1
                     continue
                 round_.generated += 1
-                if cand.key not in exclude and cand.key not in ctx.measured:
-                    exclude.add(cand.key)
+                if cand.ident not in exclude and cand.ident not in self._measured:
+                    exclude.add(cand.ident)
                     found.append(cand)
         return found
 
@@ -249,17 +256,17 @@ class EvolutionarySearch(SearchStrategy):
             return [], self._sample(count, round_, set())
         pool = self._sample(max(count, cfg.population_size), round_, set())
         ranked = sorted(pool, key=lambda cand: -float(cand.row[_LANES]))  # stable: ties in sample order
-        picked = [cand for _, (_, cand) in _families_spread([(c.key, (0.0, c)) for c in ranked], 2)[:prior]]
-        keys = {cand.key for cand in picked}
-        return picked, [cand for cand in pool if cand.key not in keys][:count - len(picked)]
+        picked = [cand for _, (_, cand) in _families_spread([(c.ident, (0.0, c)) for c in ranked], 2)[:prior]]
+        idents = {cand.ident for cand in picked}
+        return picked, [cand for cand in pool if cand.ident not in idents][:count - len(picked)]
 
     def _initial(self, round_: Round) -> list[Candidate]:
         cfg = self.config
         population = [cand for _, cand in self._best_measured]
         population = population[:int(cfg.population_size * cfg.init_measured_ratio)]
-        keys = {cand.key for cand in population}
+        idents = {cand.ident for cand in population}
         fresh = max(cfg.population_size - len(population), cfg.init_min_unmeasured)
-        return population + self._sample(fresh, round_, keys)
+        return population + self._sample(fresh, round_, idents)
 
     def _evolve(self, population: list[Candidate], scores: np.ndarray, round_: Round) -> list[Candidate]:
         """One genetic round: parents drawn by score, mutated or kept."""
@@ -267,7 +274,7 @@ class EvolutionarySearch(SearchStrategy):
         weights = np.maximum(scores, 0.0) + 1e-6
         weights = weights / weights.sum()
         children: list[Candidate] = []
-        seen: set[str] = set()
+        seen: set[Hashable] = set()
         tries, most = 0, cfg.population_size * cfg.genetic_max_fail_count
         while len(children) < cfg.population_size and tries < most:
             wanted = min(cfg.population_size - len(children), most - tries)
@@ -299,8 +306,8 @@ class EvolutionarySearch(SearchStrategy):
                     round_.generated += 1
             for draw in draws:
                 child = self._mutants[draw] if isinstance(draw, tuple) else draw
-                if child is not None and child.key not in seen:
-                    seen.add(child.key)
+                if child is not None and child.ident not in seen:
+                    seen.add(child.ident)
                     children.append(child)
             while len(self._mutants) > self.mutant_memory:  # the draws are resolved: forget
                 self._mutants.popitem(last=False)
@@ -312,7 +319,7 @@ class EvolutionarySearch(SearchStrategy):
             return self._propose(count)
 
     def _propose(self, count: int) -> list[Schedule]:
-        cfg, ctx = self.config, self.context
+        cfg = self.config
         round_ = Round()
         self.rounds.append(round_)
         if not self._best_measured and not self.model.informed:
@@ -320,39 +327,45 @@ class EvolutionarySearch(SearchStrategy):
             # rounds would shuffle random samples at random. The most vectorized samples and
             # fresh ones are a better first proposal for a fraction of the work.
             picked, fresh = self._first(count, round_)
-            picked = [cand for cand in picked if ctx.claim_key(cand.key)]
+            picked = [cand for cand in picked if self._claim(cand)]
             round_.predicted.extend(float(score) for score in self._scores(picked))
             return self._schedules(picked, fresh, round_)
         population = self._initial(round_)
-        # The best predicted programs of any genetic round, never measured: key -> (score, candidate).
-        best: dict[str, tuple[float, Candidate]] = {}
+        # The best predicted programs of any genetic round, never measured: ident -> (score, candidate).
+        best: dict[Hashable, tuple[float, Candidate]] = {}
         for iteration in range(cfg.genetic_num_iters + 1):
             if not population:
                 break
             scores = self._scores(population)
             round_.scored += len(population)
             for cand, score in zip(population, scores):
-                if cand.key not in ctx.measured:
-                    best[cand.key] = (float(score), cand)
+                if cand.ident not in self._measured:
+                    best[cand.ident] = (float(score), cand)
             if iteration < cfg.genetic_num_iters:
                 population = self._evolve(population, scores, round_)
         n_random = min(count, int(round(count * cfg.eps_greedy)))
         ranked = heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0])
         chosen: list[Candidate] = []
         cap = max(1, math.ceil(cfg.max_family_share * count))
-        for key, (score, cand) in _families_spread(ranked, cap) if cap < count else ranked:
+        for _, (score, cand) in _families_spread(ranked, cap) if cap < count else ranked:
             if len(chosen) == count - n_random:
                 break
-            if ctx.claim_key(key):
+            if self._claim(cand):
                 chosen.append(cand)
                 round_.predicted.append(score)
         return self._schedules(chosen, self._sample(count - len(chosen), round_, set()), round_)
+
+    def _claim(self, cand: Candidate) -> bool:
+        """Whether ``cand`` is a new program (``SearchContext.claim_key``, by its program key);
+        either way it is measured or proposed from now on."""
+        self._measured.add(cand.ident)
+        return self.context.claim_key(cand.key)
 
     def _schedules(self, chosen: list[Candidate], fresh: list[Candidate], round_: Round) -> list[Schedule]:
         """The proposal: the ``chosen`` candidates (their scores already in ``round_``) and those
         of the ``fresh`` samples no one else claimed, as schedules."""
         ctx = self.context
-        extra = [cand for cand in fresh if ctx.claim_key(cand.key)]
+        extra = [cand for cand in fresh if self._claim(cand)]
         round_.predicted.extend(float(s) for s in self._scores(extra))
         round_.random = len(extra)
         round_.proposed = len(chosen) + len(extra)
@@ -366,7 +379,9 @@ class EvolutionarySearch(SearchStrategy):
 
     def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         self.model.update(schedules, seconds)
-        self._remember([self._proposed.get(id(sch)) or self.scorer.candidate(sch) for sch in schedules], seconds)
+        candidates = [self._proposed.get(id(sch)) or self.scorer.candidate(sch) for sch in schedules]
+        self._measured.update(cand.ident for cand in candidates)
+        self._remember(candidates, seconds)
         if self.rounds and len(self.rounds[-1].predicted) == len(seconds) > 1:
             throughput = [0.0 if s is None else 1.0 / s for s in seconds]
             self.rounds[-1].accuracy = pairwise_accuracy(throughput, self.rounds[-1].predicted)

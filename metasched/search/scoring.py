@@ -7,8 +7,9 @@ The work of one candidate depends only on what the parent process sends (a sampl
 mutant's trace), so any split over processes gives the same candidates in the same order, and
 a seeded search stays deterministic.
 
-* ``Candidate``: a post-processed program as the search keeps it: its program key, trace and
-  feature row (``cost_model.program_features``); ``schedule()`` replays it when it is chosen.
+* ``Candidate``: a post-processed program as the search keeps it: its ident (design space and
+  decisions), trace and feature row (``cost_model.program_features``); its program key when
+  asked; ``schedule()`` replays it when it is chosen.
 * ``Tasks``: how a batch of tasks runs. ``InProcess`` runs them here; the tuner lends its
   builder's worker processes, which are idle while the search works.
 * ``Scorer``: the workload and space of a run, and ``samples(seeds)`` / ``mutants(traces)``;
@@ -20,13 +21,14 @@ a seeded search stays deterministic.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import hashlib
 import math
 import operator
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Hashable, Iterator, Optional, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -41,18 +43,20 @@ from metasched.space import SpaceGenerator
 
 @dataclass(frozen=True)
 class Candidate:
-    """A post-processed program: its ``key`` (``database.program_key``), its ``trace`` (with
-    the postprocessors' instructions) and its feature ``row``."""
+    """A post-processed program: ``ident``, which tells it from the other programs of a run
+    (``_Wire.ident``: its design space and decisions), its ``trace`` (with the
+    postprocessors' instructions) and its feature ``row``. ``key``, its program key
+    (``database.program_key``), is worked out when first asked for: a search tells its
+    candidates apart by ``ident`` and needs the key only of the programs it proposes (a
+    twentieth of a candidate's work, in hundreds of candidates a round)."""
 
-    key: str
+    ident: Hashable
     trace: Trace
     row: np.ndarray
 
-    @classmethod
-    def of(cls, sch: Schedule) -> Candidate:
-        """The candidate of a post-processed schedule."""
-        trace = sch.trace
-        return cls(program_key(trace), trace, program_features(sch))
+    @functools.cached_property
+    def key(self) -> str:
+        return program_key(self.trace)
 
     def schedule(self, workload: Workload) -> Schedule:
         """The program as a ``Schedule`` (its trace replayed as recorded)."""
@@ -131,6 +135,17 @@ class _Wire:
         self._ends = {(len(insts), id(insts[-1])): k
                       for k, insts in sorted(enumerate(self._insts), key=lambda e: -len(e[1])) if insts}
 
+    def ident(self, packed: Union[Trace, tuple]) -> Hashable:
+        """What tells the program of a post-processed trace (packed by ``pack``) from the other
+        programs of a run: its design space's number and its decisions, where the trace is
+        that design space post-processed (the postprocessors make one program of one
+        sampling part); else its program key. Programs with one key have one ident, but for
+        two traces whose decisions differ only in what ``Trace.simplified`` drops."""
+        if isinstance(packed, tuple) and packed[1] and packed[1][0].kind == "EnterPostproc":
+            k, _, decisions = packed
+            return k, tuple(sorted(decisions.items()))
+        return program_key(self.unpack(packed))
+
     def pack(self, trace: Trace, sampling: bool = False) -> Union[Trace, tuple]:
         """What crosses for ``trace``: (space number, the instructions after the space's,
         decisions), or the trace itself. ``sampling``: only what comes before
@@ -169,13 +184,12 @@ def _ready(shared: _Shared) -> None:
     """Nothing more: receiving ``shared`` readied the worker (its imports, the design spaces)."""
 
 
-# A candidate as it crosses between processes: its key, its trace packed (``_Wire``) and its row.
-_Packed = tuple[str, Union[Trace, tuple], np.ndarray]
+# A candidate as it crosses between processes: its trace packed (``_Wire``) and its row.
+_Packed = tuple[Union[Trace, tuple], np.ndarray]
 
 
 def _packed(shared: _Shared, sch: Schedule) -> _Packed:
-    cand = Candidate.of(sch)
-    return cand.key, shared.wire.pack(cand.trace), cand.row
+    return shared.wire.pack(sch.trace), program_features(sch)
 
 
 def _samples(shared: _Shared, seeds: Sequence[int]) -> list[Optional[_Packed]]:
@@ -241,17 +255,18 @@ class Scorer:
         return self._run(_mutants, [self._shared.wire.pack(t, sampling=True) for t in traces])
 
     def candidate(self, sch: Schedule) -> Candidate:
-        """``Candidate.of(sch)``, its trace holding the design spaces' instructions where it
-        begins with equal ones (``sch`` replayed from a database, say), so that it crosses to
-        the workers small."""
-        cand = Candidate.of(sch)
-        return Candidate(cand.key, self._shared.wire.intern(cand.trace), cand.row)
+        """The candidate of a post-processed schedule, its trace holding the design spaces'
+        instructions where it begins with equal ones (``sch`` replayed from a database, say),
+        so that it crosses to the workers small and has the ident of its program."""
+        wire = self._shared.wire
+        trace = wire.intern(sch.trace)
+        return Candidate(wire.ident(wire.pack(trace)), trace, program_features(sch))
 
     def _run(self, fn: Callable, items: list) -> list[Optional[Candidate]]:
         if not items:
             return []
         wire = self._shared.wire
-        return [None if c is None else Candidate(c[0], wire.unpack(c[1]), c[2])
+        return [None if c is None else Candidate(wire.ident(c[0]), wire.unpack(c[0]), c[1])
                 for part in self.tasks.map(fn, [(self._shared, chunk) for chunk in _chunks(items, self.tasks.workers)])
                 for c in part]
 

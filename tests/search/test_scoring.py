@@ -39,9 +39,8 @@ def _same(ours, theirs):
     assert [c is None for c in ours] == [c is None for c in theirs]
     for a, b in zip(ours, theirs):
         if a is not None:
-            assert (a.key, str(a.trace)) == (b.key, str(b.trace))
+            assert (a.ident, a.key, str(a.trace)) == (b.ident, b.key, str(b.trace))
             assert np.array_equal(a.row, b.row)
-            assert program_key(a.trace) == a.key
 
 
 def test_samples_and_mutants_are_the_same_in_workers(wl, workers):
@@ -55,6 +54,25 @@ def test_samples_and_mutants_are_the_same_in_workers(wl, workers):
     mutants = [default_mutators(wl).mutate(c.trace, rng) for c in here if c is not None]
     mutants = [m for m in mutants if m is not None]
     _same(Scorer(wl, space).mutants(mutants), Scorer(wl, space, workers).mutants(mutants))
+
+
+def test_candidates_are_told_apart_by_ident_as_by_program_key(wl, workers):
+    """The search tells candidates apart by ident (design space and decisions) and asks for
+    program keys only of what it proposes: one ident must be one key, and two keys two idents."""
+    space = cpu_default()
+    samples = [c for c in Scorer(wl, space, workers).samples(range(60)) if c is not None]
+    rng = np.random.default_rng(1)
+    mutants = [default_mutators(wl).mutate(c.trace, rng) for c in samples for _ in range(3)]
+    made = samples + [c for c in Scorer(wl, space, workers).mutants([m for m in mutants if m is not None]) if c]
+    keys: dict = {}
+    for cand in made:
+        assert isinstance(cand.ident, tuple)  # a design space and its decisions, not a key
+        assert keys.setdefault(cand.ident, cand.key) == cand.key == program_key(cand.trace)
+    assert len(set(keys.values())) == len(keys) < len(made)  # mutants repeat some programs
+    # A schedule read back (a database record) has the ident of the candidate it was.
+    for cand in made[:5]:
+        read = replay(wl, Trace.from_json(cand.trace.to_json()))
+        assert Scorer(wl, space).candidate(read).ident == cand.ident
 
 
 def test_a_sample_is_the_space_sample_of_its_seed(wl):
