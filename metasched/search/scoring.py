@@ -139,8 +139,9 @@ class _Wire:
         """What tells the program of a post-processed trace (packed by ``pack``) from the other
         programs of a run: its design space's number and its decisions, where the trace is
         that design space post-processed (the postprocessors make one program of one
-        sampling part); else its program key. Programs with one key have one ident, but for
-        two traces whose decisions differ only in what ``Trace.simplified`` drops."""
+        sampling part); else its program key. One ident is always one program key; one key
+        is two idents only for traces whose decisions differ in what ``Trace.simplified``
+        drops (and ``SearchContext.claim_key`` still refuses the second)."""
         if isinstance(packed, tuple) and packed[1] and packed[1][0].kind == "EnterPostproc":
             k, _, decisions = packed
             return k, tuple(sorted(decisions.items()))
