@@ -249,7 +249,7 @@ class EvolutionarySearch(SearchStrategy):
         """The first proposal's programs when nothing is measured and the model knows nothing:
         (picked, fresh). ``first_prior_share`` of them are picked from a population of fresh
         samples as the most vectorized (the main store's lanes, at most two of one family),
-        the rest are fresh samples of that population in the order drawn."""
+        the rest are fresh samples: the others of that population, in the order drawn."""
         cfg = self.config
         prior = min(count, int(round(count * cfg.first_prior_share)))
         if not prior:
@@ -258,7 +258,7 @@ class EvolutionarySearch(SearchStrategy):
         ranked = sorted(pool, key=lambda cand: -float(cand.row[_LANES]))  # stable: ties in sample order
         picked = [cand for _, (_, cand) in _families_spread([(c.ident, (0.0, c)) for c in ranked], 2)[:prior]]
         idents = {cand.ident for cand in picked}
-        return picked, [cand for cand in pool if cand.ident not in idents][:count - len(picked)]
+        return picked, [cand for cand in pool if cand.ident not in idents]
 
     def _initial(self, round_: Round) -> list[Candidate]:
         cfg = self.config
@@ -329,7 +329,7 @@ class EvolutionarySearch(SearchStrategy):
             picked, fresh = self._first(count, round_)
             picked = [cand for cand in picked if self._claim(cand)]
             round_.predicted.extend(float(score) for score in self._scores(picked))
-            return self._schedules(picked, fresh, round_)
+            return self._schedules(picked, self._new_programs(count - len(picked), fresh, round_), round_)
         population = self._initial(round_)
         # The best predicted programs of any genetic round, never measured: ident -> (score, candidate).
         best: dict[Hashable, tuple[float, Candidate]] = {}
@@ -353,7 +353,7 @@ class EvolutionarySearch(SearchStrategy):
             if self._claim(cand):
                 chosen.append(cand)
                 round_.predicted.append(score)
-        return self._schedules(chosen, self._sample(count - len(chosen), round_, set()), round_)
+        return self._schedules(chosen, self._new_programs(count - len(chosen), [], round_), round_)
 
     def _claim(self, cand: Candidate) -> bool:
         """Whether ``cand`` is a new program (``SearchContext.claim_key``, by its program key);
@@ -361,11 +361,31 @@ class EvolutionarySearch(SearchStrategy):
         self._measured.add(cand.ident)
         return self.context.claim_key(cand.key)
 
-    def _schedules(self, chosen: list[Candidate], fresh: list[Candidate], round_: Round) -> list[Schedule]:
-        """The proposal: the ``chosen`` candidates (their scores already in ``round_``) and those
-        of the ``fresh`` samples no one else claimed, as schedules."""
+    def _new_programs(self, count: int, pool: list[Candidate], round_: Round) -> list[Candidate]:
+        """Up to ``count`` fresh samples, claimed (``_claim``): those of ``pool`` first, in order,
+        then new draws. A sample can be refused by its program key, as a program measured
+        that this search did not know of (``SearchContext.measured`` holds keys, and without a
+        database the search knows no idents): more are drawn in its place, so that such
+        programs do not shorten the proposal."""
+        found = []
+        for cand in pool:
+            if len(found) == count:
+                return found
+            if self._claim(cand):
+                found.append(cand)
+        for _ in range(self.config.genetic_max_fail_count):
+            if len(found) == count:
+                break
+            drawn = self._sample(count - len(found), round_, set())
+            if not drawn:
+                break
+            found.extend(cand for cand in drawn if self._claim(cand))
+        return found
+
+    def _schedules(self, chosen: list[Candidate], extra: list[Candidate], round_: Round) -> list[Schedule]:
+        """The proposal: the ``chosen`` candidates (their scores already in ``round_``) and the
+        fresh samples ``extra``, all claimed, as schedules."""
         ctx = self.context
-        extra = [cand for cand in fresh if self._claim(cand)]
         round_.predicted.extend(float(s) for s in self._scores(extra))
         round_.random = len(extra)
         round_.proposed = len(chosen) + len(extra)

@@ -237,6 +237,26 @@ def test_the_context_refuses_what_was_measured(wl, samples):
     assert ctx.claim(samples[0]) and not ctx.claim(samples[0])
 
 
+def test_programs_measured_that_the_search_does_not_know_of_do_not_shorten_a_proposal(wl):
+    """A context told of measured programs by their keys alone (no database, so the search
+    knows no idents of them): the samples that turn out to be those programs are refused,
+    and others are drawn in their place."""
+    def first_proposal(measured, first_prior_share):
+        config = dataclasses.replace(SMALL, first_prior_share=first_prior_share)
+        ctx = SearchContext(wl, cpu_default(), np.random.default_rng(0), measured=set(measured))
+        search = EvolutionarySearch(config, model=GBTModel())
+        search.start(ctx)
+        return [program_key(sch.trace) for sch in search.propose(8)], ctx
+
+    for share in (0.0, 0.5):  # fresh samples only; half picked for their lanes, then fresh ones
+        before, _ = first_proposal(set(), share)
+        assert len(before) == 8
+        measured = set(before[-4:])  # the same seed draws them again
+        after, ctx = first_proposal(measured, share)
+        assert len(after) == 8 and len(set(after)) == 8 and not measured & set(after)
+        assert ctx.repeated == 4 and after[:4] == before[:4]
+
+
 def test_a_family_is_the_register_tile_and_where_blocks_are_computed(samples):
     from metasched.search.evolutionary import _family
     trace = samples[0].trace
