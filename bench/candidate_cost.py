@@ -6,16 +6,17 @@ scoring rate that ``bench/tune.py`` prints (issue 9 asks for 1,000 candidates a 
 
 Per workload, the candidates a search makes (fresh samples of the default space, and mutants
 of them by ``default_mutators``), made as the tuner's worker processes make them
-(``scoring._samples``, ``scoring._mutants``), after one pass that fills the memoised
-analyses as a running search has them. Printed per candidate, the median of three passes
-in this process: each stage of a mutant (replay of its sampling part, the postprocessors
-with their lowering, the feature row, its result pickled there and back)
-and a fresh sample whole. Two cores at most give ``2000 / total`` candidates a second, less
+(``scoring._samples``, ``scoring._mutants``), after one set of others, which fills the
+memoised analyses as a running search has them. Every set is new candidates: made again, a
+set costs a tenth less on conv2d_bias_relu (its analyses all known), which a search never
+sees. Printed per candidate, the median of three sets in this process: each stage of a
+mutant (replay of its sampling part, the postprocessors with their lowering, the feature row,
+its result pickled there and back) and a fresh sample whole. Two cores at most give ``2000 / total`` candidates a second, less
 the search's own work in the parent process.
 
 ``--instructions``: the instructions the same candidates take, counted by valgrind's
-callgrind: the script runs itself under valgrind twice at once, making the candidates a
-second time (after a first pass, as for the timings) and not, and prints the difference per
+callgrind: the script runs itself under valgrind twice at once, making a second set of
+candidates after a first (as for the timings) and not, and prints the difference per
 candidate (two minutes a workload).
 Unlike a time, the count hardly moves with the machine's load (three counts of one checkout,
 120 conv2d_bias_relu candidates, Xeon: 17.13, 17.12 and 17.08 million), so it can tell a
@@ -47,22 +48,28 @@ from metasched.space import cpu_default
 STAGES = ("replay", "postprocessors", "features", "pickled")
 
 
-def candidates(wl, count: int) -> tuple[_Shared, list, list[int]]:
-    """The work of ``count`` candidates, as a worker receives it: the run's workload and
-    space (``_Shared``, pickled and unpickled as a worker gets it), a third of them as
-    sample seeds and the rest as mutants of those samples, packed for the wire."""
+def candidates(wl, count: int, sets: int) -> tuple[_Shared, list[tuple[list, list[int]]]]:
+    """The work of ``sets`` sets of ``count`` candidates each, as a worker receives it: the
+    run's workload and space (``_Shared``, pickled and unpickled as a worker gets it) and per
+    set a third of them as sample seeds and the rest as mutants of other samples, packed for
+    the wire. No two sets share a sample seed, a parent or a mutant's random stream."""
     shared = _Shared(wl, cpu_default())
     worker = pickle.loads(pickle.dumps(shared))
-    seeds = list(range(count // 3))
-    rng = np.random.default_rng(0)
+    return worker, [_candidate_set(wl, shared, count, k) for k in range(sets)]
+
+
+def _candidate_set(wl, shared: _Shared, count: int, k: int) -> tuple[list, list[int]]:
+    seeds = list(range(k * count, k * count + count // 3))
+    rng = np.random.default_rng(k)
     mutators = default_mutators(wl)
-    parents = [c for c in Scorer(wl, shared.space).samples(range(1000, 1000 + count // 3)) if c is not None]
+    first = 10**6 + k * count
+    parents = [c for c in Scorer(wl, shared.space).samples(range(first, first + count // 3)) if c is not None]
     traces = []
     while parents and len(traces) < count - len(seeds):
         trace = mutators.mutate(parents[len(traces) % len(parents)].trace, rng)
         if trace is not None:
             traces.append(shared.wire.pack(trace, sampling=True))
-    return worker, [pickle.loads(pickle.dumps(t)) for t in traces], seeds
+    return [pickle.loads(pickle.dumps(t)) for t in traces], seeds
 
 
 def stage_times(worker: _Shared, traces: list, seeds: list[int]) -> dict[str, float]:
@@ -108,12 +115,11 @@ def instructions(workload: str, count: int) -> float:
 
 
 def make(workload: str, count: int, counted: bool) -> None:
-    """What ``--instructions`` counts: the candidates prepared and made once (which fills
-    the memoised analyses, as for the timings), then, if ``counted``, made again, their
+    """What ``--instructions`` counts: two sets of candidates prepared, the first made (which
+    fills the memoised analyses, as for the timings), then, if ``counted``, the second, their
     results pickled there and back. The run without is subtracted."""
-    worker, traces, seeds = candidates(workloads.get(workload), count)
-    passes = 2 if counted else 1
-    for _ in range(passes):
+    worker, sets = candidates(workloads.get(workload), count, 2)
+    for traces, seeds in sets[:2 if counted else 1]:
         pickle.loads(pickle.dumps((_mutants(worker, traces), _samples(worker, seeds))))
 
 
@@ -136,12 +142,12 @@ def main() -> None:
             print(f"{name}: {instructions(name, args.candidates) / 1e6:.2f} million instructions per candidate "
                   f"({args.candidates}: a third fresh samples, the rest mutants)", flush=True)
             continue
-        worker, traces, seeds = candidates(workloads.get(name), args.candidates)
-        stage_times(worker, traces, seeds)  # fills the memoised analyses
-        passes = [stage_times(worker, traces, seeds) for _ in range(3)]
+        worker, sets = candidates(workloads.get(name), args.candidates, 4)
+        stage_times(worker, *sets[0])  # fills the memoised analyses
+        passes = [stage_times(worker, traces, seeds) for traces, seeds in sets[1:]]
         median = {stage: statistics.median(p[stage] for p in passes) for stage in passes[0]}
         total = sum(median[stage] for stage in STAGES)
-        print(f"\n{name}, ms per candidate (median of 3 passes; {len(traces)} mutants, {len(seeds)} samples)")
+        print(f"\n{name}, ms per candidate (median of 3 sets; {len(sets[1][0])} mutants, {len(sets[1][1])} samples each)")
         print("| stage | ms | share of a mutant |\n|---|---|---|")
         for stage in STAGES:
             print(f"| {stage} | {median[stage] * 1e3:.3f} | {median[stage] / total:.0%} |")

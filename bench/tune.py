@@ -128,17 +128,20 @@ def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> dict
     proposals of 16 by an ``EvolutionarySearch`` with ``model``, after its ``start``: in this
     process, and in the two worker processes the tuner lends (its builder's). Each is
     measured ``repeats`` times, in turns, as a timing is on this shared machine (its median
-    is the figure): the same search moved from 517 to 794 candidates a second within ten
-    minutes of one session. The first of each is the slowest (629 against 743 and 743 on
-    conv2d_bias_relu): a process starts with its memoised analyses (lowering's, the
-    statements' facts, the features') empty, as the first proposals of a tuning run do."""
+    is the figure: this machine's speed moves by a fifth within minutes). Each measurement
+    searches from its own seed, so that every one makes new candidates, as a tuning run
+    does: with one seed for all, the later repeats made the very candidates of the first
+    again, every memoised analysis (lowering's, the features') already known, and read a
+    tenth faster on conv2d_bias_relu (631-658 against 577-590 a second, two workers,
+    measured in turns)."""
     rates: dict[str, list[float]] = {"one process": [], "two workers": []}
     with Builder() as builder:
         builder.start()
-        for _ in range(repeats):
-            for label, tasks in (("one process", InProcess()), ("two workers", WorkerTasks(builder.workers))):
+        for repeat in range(repeats):
+            for k, (label, tasks) in enumerate((("one process", InProcess()),
+                                                ("two workers", WorkerTasks(builder.workers)))):
                 search = EvolutionarySearch(model=model)
-                search.start(SearchContext(wl, cpu_default(), np.random.default_rng(0), tasks=tasks))
+                search.start(SearchContext(wl, cpu_default(), np.random.default_rng(2 * repeat + k), tasks=tasks))
                 started = time.perf_counter()
                 for _ in range(rounds):
                     search.propose(16)
