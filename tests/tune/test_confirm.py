@@ -121,7 +121,8 @@ def test_a_real_run_confirms_on_the_real_runner(tmp_path, wl):
     if result.unconfirmed and "stayed busy" in result.unconfirmed[-1]:
         pytest.skip(f"real timings on a loaded machine: {result.unconfirmed[-1]}")  # tested with fakes above
     confirmation = result.confirmation
-    assert len(confirmation.times) == 3 and not result.unconfirmed, result.unconfirmed  # say why
+    why = result.unconfirmed + [f"trial {t.index}: {t.error}" for t in result.history if t.error]
+    assert confirmation is not None and len(confirmation.times) == 3 and not result.unconfirmed, why
     assert all(len(times) == CONFIRM_ROUNDS and min(times) > 0 for times in confirmation.times.values())
     with Database(path) as db:
         assert db.best(wl, host_target()).id == confirmation.winner == result.best_record.id
