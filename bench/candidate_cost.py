@@ -11,17 +11,17 @@ memoised analyses as a running search has them. Every set is new candidates: mad
 set costs a tenth less on conv2d_bias_relu (its analyses all known), which a search never
 sees. Printed per candidate, the median of three sets in this process: each stage of a
 mutant (replay of its sampling part, the postprocessors with their lowering, the feature row,
-its result pickled there and back) and a fresh sample whole. Two cores at most give ``2000 / total`` candidates a second, less
-the search's own work in the parent process.
+its result pickled there and back) and a fresh sample whole. Two cores at most give
+``2000 / total`` candidates a second, less the search's own work in the parent process.
 
-``--instructions``: the instructions the same candidates take, counted by valgrind's
-callgrind: the script runs itself under valgrind twice at once, making a second set of
-candidates after a first (as for the timings) and not, and prints the difference per
-candidate (two minutes a workload).
-Unlike a time, the count hardly moves with the machine's load (three counts of one checkout,
-120 conv2d_bias_relu candidates, Xeon: 17.13, 17.12 and 17.08 million), so it can tell a
-change of a percent or two from noise: run it in two checkouts (``PYTHONPATH=<checkout>``) and
-compare. It counts the interpreter's instructions: a proxy for time, not a time.
+``--instructions``: the instructions such candidates take, counted by valgrind's callgrind:
+the script runs itself under valgrind twice at once, making a second set of candidates after
+a first (as for the timings) and not, and prints the difference per candidate (two minutes a
+workload).
+Unlike a time, the count hardly moves with the machine's load (two counts of one checkout,
+120 conv2d_bias_relu candidates, Xeon: 18.03 and 18.04 million; counted on the first set made
+again, as before, 16.2 million), so it can tell a change of a percent or two from noise: run
+it in two checkouts (``PYTHONPATH=<checkout>``) and compare. It counts the interpreter's instructions: a proxy for time, not a time.
 """
 from __future__ import annotations
 

@@ -148,7 +148,8 @@ def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> dict
             for k, (label, tasks) in enumerate((("one process", InProcess()),
                                                 ("two workers", WorkerTasks(builder.workers)))):
                 search = EvolutionarySearch(model=model)
-                search.start(SearchContext(wl, cpu_default(), np.random.default_rng(2 * repeat + k), tasks=tasks))
+                rng = np.random.default_rng(2 * repeat + k)
+                search.start(SearchContext(wl, cpu_default(), rng, tasks=tasks))
                 started = time.perf_counter()
                 for _ in range(rounds):
                     search.propose(16)
