@@ -13,6 +13,8 @@ recomputed on every refit, because the fastest time moves as records arrive.
 ``GBTModel`` fits a line in the main store's vectorized lanes, then scikit-learn's
 gradient-boosted trees to what it leaves (``_LanesThenTrees``; ``HistGradientBoostingRegressor``
 by default, ``GradientBoostingRegressor`` with ``kind="exact"``) and refits on every ``update``;
+the default's trees then predict as tables (``tree_tables.TreeTables``: scikit-learn's very
+values, a fifth of its time);
 ``RandomModel`` scores at random, the baseline a learned model must beat. A model trained on one
 workload's records scores another's (``GBTModel.from_database`` warm-starts from a database).
 """
@@ -33,6 +35,7 @@ from metasched.errors import ScheduleError
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule, replay
 from metasched.search.features import FEATURE_NAMES, FEATURE_VERSION, per_store_features
+from metasched.search.tree_tables import TreeTables
 
 # Fewer measured programs than this and a fitted model predicts worse than chance: score at
 # random until then (MetaSchedule's XGBoost model waits for data the same way).
@@ -222,11 +225,7 @@ class GBTModel(CostModel):
     def predict_rows(self, rows: np.ndarray) -> np.ndarray:
         if self._regressor is None or not len(rows):
             return self._fallback.predict_rows(rows)
-        # One thread: a few hundred rows take a millisecond, while scikit-learn's OpenMP
-        # threads, when the other core is busy (a worker, another program), wait for each
-        # other at every tree and took 0.6 s per call.
-        with _one_thread():
-            return np.exp(self._regressor.predict(rows))
+        return np.exp(self._regressor.predict(rows))
 
     @classmethod
     def from_database(cls, database: Database, workloads: Iterable[Workload],
@@ -292,6 +291,7 @@ class _LanesThenTrees:
     def __init__(self, trees) -> None:
         self.trees = trees
         self.slope, self.intercept = 0.0, 0.0
+        self._tables: Optional[TreeTables] = None  # the trees as tables, where they are equal
 
     def fit(self, rows: np.ndarray, labels: np.ndarray) -> _LanesThenTrees:
         lanes = rows[:, _LANES].astype(float)
@@ -300,13 +300,21 @@ class _LanesThenTrees:
         self.slope = max(0.0, float(spread @ (labels - labels.mean()) / (spread @ spread))) if spread.any() else 0.0
         self.intercept = float(labels.mean() - self.slope * lanes.mean())
         self.trees.fit(rows, labels - self._line(rows))
+        self._tables = TreeTables.of(self.trees, rows)
         return self
 
     def _line(self, rows: np.ndarray) -> np.ndarray:
         return self.intercept + self.slope * rows[:, _LANES].astype(float)
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
-        return self._line(rows) + self.trees.predict(rows)
+        tables = getattr(self, "_tables", None)  # a model saved before tables has none
+        if tables is not None:
+            return self._line(rows) + tables(rows)
+        # One thread: a few hundred rows take a millisecond, while scikit-learn's OpenMP
+        # threads, when the other core is busy (a worker, another program), wait for each
+        # other at every tree and took 0.6 s per call.
+        with _one_thread():
+            return self._line(rows) + self.trees.predict(rows)
 
 
 def _log_labels(labels: np.ndarray) -> np.ndarray:
