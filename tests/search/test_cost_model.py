@@ -2,6 +2,7 @@
 and how ties and failed programs are scored; the line in vectorized lanes the trees start from."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from sklearn.ensemble import HistGradientBoostingRegressor
 
 from metasched.search import pairwise_accuracy
@@ -62,3 +63,24 @@ def test_programs_without_vectorized_loops_are_fitted_by_the_trees_alone():
     assert model.slope == 0.0
     np.testing.assert_allclose(model.predict(rows), _trees().fit(rows, labels - labels.mean()).predict(rows)
                                + labels.mean())
+
+
+# -- the trees fit only the columns that vary: the same trees, sooner -----------------------
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), constant=st.lists(st.integers(0, 30), max_size=20),
+       nan_column=st.booleans())
+def test_trees_fitted_on_the_varying_columns_alone_are_the_trees_of_all(seed, constant, nan_column):
+    rng = np.random.default_rng(seed)
+    lanes = rng.integers(0, 4, 60).astype(float)
+    rows = _rows_with_lanes(lanes, seed=seed % 1000)[:, :31]
+    rows[:, constant] = rng.integers(0, 3)  # columns with one value among the programs fitted
+    if nan_column:
+        rows[rng.random(60) < 0.2, 7] = np.nan  # a NaN makes a column vary
+    labels = 0.3 * lanes + np.nan_to_num(rows[:, 5]) + rng.normal(0, 0.1, 60)
+    model = _LanesThenTrees(_trees()).fit(rows, labels)
+    assert set(model._columns) == {c for c in range(31) if np.unique(rows[:, c]).size > 1}
+    every = _trees().fit(rows, labels - model._line(rows))
+    # Other values in the constant columns: the trees of all the columns never read them.
+    fresh = _rows_with_lanes(rng.integers(0, 6, 40).astype(float), seed=seed % 1000 + 1)[:, :31]
+    for x in (rows, fresh):
+        np.testing.assert_array_equal(model.predict(x), model._line(x) + every.predict(x))
