@@ -13,8 +13,8 @@ recomputed on every refit, because the fastest time moves as records arrive.
 ``GBTModel`` fits a line in the main store's vectorized lanes, then scikit-learn's
 gradient-boosted trees to what it leaves (``_LanesThenTrees``; ``HistGradientBoostingRegressor``
 by default, ``GradientBoostingRegressor`` with ``kind="exact"``) and refits on every ``update``;
-the default's trees then predict as tables (``tree_tables.TreeTables``: scikit-learn's very
-values, a fifth of its time);
+the default's trees fit only the columns that vary (``_varying_columns``) and predict as
+tables (``tree_tables.TreeTables``: scikit-learn's very values, in a quarter of its time);
 ``RandomModel`` scores at random, the baseline a learned model must beat. A model trained on one
 workload's records scores another's (``GBTModel.from_database`` warm-starts from a database).
 """

@@ -1,13 +1,13 @@
 """``TreeTables``: a fitted ``HistGradientBoostingRegressor``'s trees evaluated in bulk with
 numpy, equal to its ``predict`` bit for bit.
 
-Search predicts a population of a hundred-odd rows a few times per genetic round, between two
-batches of work in the worker processes, so every millisecond the model takes there leaves
-both cores idle. scikit-learn's ``predict`` walks its 150 small trees one call each (2 ms a
-population, and up to 30 ms when its OpenMP threads had gone to sleep); here each tree is a
-table: its internal nodes' comparisons, taken for all rows and trees in one gather, make a
-code per (row, tree) that picks the tree's leaf (0.4 ms). The sum runs over the trees in
-scikit-learn's order, from its baseline, so every prediction is the very float it would give.
+Search predicts a population of a hundred-odd rows at every genetic round, between two
+batches of work in the worker processes, which wait meanwhile. scikit-learn's ``predict``
+walks its 150 small trees one call each (2 ms a population in a search, up to 34 ms when its
+OpenMP threads had gone to sleep); here each tree is a table: its internal nodes'
+comparisons, taken for all rows and trees in one gather, make a code per (row, tree) that
+picks the tree's leaf (0.4 ms). The sum runs over the trees in scikit-learn's order, from its
+baseline, so every prediction is the very float it would give.
 
 ``TreeTables.of(regressor, rows)`` returns None where that cannot be promised: another kind of
 regressor, categorical splits, trees too large for a table (more than ``MAX_SPLITS`` splits),
