@@ -102,7 +102,9 @@ class EvolutionaryConfig:
     seeds, 17 won), dense_bias_relu 0.99 (16, 8 won), matmul_relu 0.99 (24, 14 won),
     reduce_cols 0.99 (8, 4 won), softmax 1.04 (8, 2 won; one seed 1.47). With the programs
     without a family counted as one family: reduce_cols 1.07 (2 won), softmax 0.92 (6 won).
-    A quarter of a proposal: conv2d_bias_relu 0.97, matmul_relu 0.98 (8 seeds each).
+    A quarter of a proposal: conv2d_bias_relu 0.97, matmul_relu 0.98 (8 seeds each); 16 more
+    seeds each (8-23, AVX-512 Xeon): matmul_relu 0.992 (won 9), conv2d_bias_relu 0.982 (won
+    8, seeds from 0.76 to 1.14), within the spread of the runs: not taken.
 
     ``first_prior_share``: the share of a run's first proposal (nothing measured, the model
     uninformed) picked as the most vectorized of ``population_size`` fresh samples (the
