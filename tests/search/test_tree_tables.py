@@ -2,7 +2,6 @@
 exactly (the search's choices must not depend on which path predicted), and it declines
 where it cannot promise that."""
 import numpy as np
-import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
 
