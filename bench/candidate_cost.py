@@ -21,7 +21,8 @@ workload).
 Unlike a time, the count hardly moves with the machine's load (two counts of one checkout,
 120 conv2d_bias_relu candidates, Xeon: 18.03 and 18.04 million; counted on the first set made
 again, as before, 16.2 million), so it can tell a change of a percent or two from noise: run
-it in two checkouts (``PYTHONPATH=<checkout>``) and compare. It counts the interpreter's instructions: a proxy for time, not a time.
+it in two checkouts (``PYTHONPATH=<checkout>``) and compare. It counts the interpreter's
+instructions: a proxy for time, not a time.
 """
 from __future__ import annotations
 

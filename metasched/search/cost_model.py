@@ -301,8 +301,9 @@ class _LanesThenTrees:
         self.slope = max(0.0, float(spread @ (labels - labels.mean()) / (spread @ spread))) if spread.any() else 0.0
         self.intercept = float(labels.mean() - self.slope * lanes.mean())
         self._columns = _varying_columns(rows) if isinstance(self.trees, _hist_regressor()) else None
-        self.trees.fit(self._read(rows), labels - self._line(rows))
-        self._tables = TreeTables.of(self.trees, self._read(rows))
+        fitted = self._read(rows)
+        self.trees.fit(fitted, labels - self._line(rows))
+        self._tables = TreeTables.of(self.trees, fitted)
         return self
 
     def _line(self, rows: np.ndarray) -> np.ndarray:
