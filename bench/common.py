@@ -66,4 +66,6 @@ def torch_baseline(wl):
         pad = wl.params["PAD"]
         return lambda x, w, b: torch.relu(torch.nn.functional.conv2d(
             torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=pad))
+    if wl.name == "batch_matmul":
+        return lambda a, b: torch.bmm(torch.from_numpy(a), torch.from_numpy(b))
     return None
