@@ -4,7 +4,8 @@
 
 A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``EvolutionaryConfig``
 (``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per
-proposal) or ``pack_panels`` (0 or 1: ``MultiLevelTiling``'s option in ``cpu_default()``). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
+proposal), ``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
+``cpu_default()``). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
 the variants one after another (so that the load of this shared machine at a given moment
 falls on all of them); the first variant is the reference. Printed: per seed, each variant's
 best time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of
@@ -47,6 +48,7 @@ from metasched.search import EvolutionaryConfig, EvolutionarySearch
 from metasched.space import MultiLevelTiling, PostOrderApply, cpu_default
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
+_TILING_FLAGS = ("pack_panels", "keep_unreused_axes_whole")  # MultiLevelTiling's options in cpu_default()
 
 
 def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderApply]:
@@ -64,15 +66,15 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderA
             batch_size = int(value)
             if batch_size < 1:
                 raise ValueError(f"{text!r}: batch_size must be at least 1")
-        elif name == "pack_panels":
+        elif name in _TILING_FLAGS:
             if value not in ("0", "1"):
-                raise ValueError(f"{text!r}: pack_panels must be 0 or 1")
-            space.rules = [dataclasses.replace(rule, pack_panels=value == "1") if isinstance(rule, MultiLevelTiling)
+                raise ValueError(f"{text!r}: {name} must be 0 or 1")
+            space.rules = [dataclasses.replace(rule, **{name: value == "1"}) if isinstance(rule, MultiLevelTiling)
                            else rule for rule in space.rules]
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
-            raise ValueError(f"{text!r}: {name!r} is neither batch_size, pack_panels nor a field of "
+            raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option ({', '.join(_TILING_FLAGS)}) nor a field of "
                              f"EvolutionaryConfig ({', '.join(_FIELDS)})")
     return EvolutionaryConfig(**changes), batch_size, space
 

@@ -93,7 +93,14 @@ class MultiLevelTiling(ScheduleRule):
       below such a unit loop parallel (and the panel's copy). The programs became as fast
       as the others at best, and the searches then spent up to 47 of 64 trials on them;
       twelve paired seeds, speed with / without: matmul_relu 0.97 (won 5), dense_bias_relu
-      1.01 (won 5)."""
+      1.01 (won 5).
+    * ``keep_unreused_axes_whole``: a spatial axis other than the last that indexes every
+      tensor the block reads, each at a dimension of its own (``b`` of ``C[b, i, j] += A[b, i,
+      k] * B[b, k, j]``, the channel of a depthwise convolution), is not split: its loop
+      stays whole at the outermost spatial level. Its iterations touch disjoint data, so its
+      inner tiles reuse nothing; they only widen a tile's working set and take registers
+      from the axes that do reuse. The last spatial axis is always tiled: it is the one
+      vectorized. False (the default): every spatial axis tiled, MetaSchedule's space."""
 
     structure: str = "SSRSRS"
     max_innermost_factor: int = 64
@@ -102,6 +109,7 @@ class MultiLevelTiling(ScheduleRule):
     cache_write_levels: tuple[int, ...] = (1, 2)
     cache_scope: str = "local"
     pack_panels: bool = False
+    keep_unreused_axes_whole: bool = False
 
     def __post_init__(self) -> None:
         _check_structure(self.structure)
@@ -116,8 +124,9 @@ class MultiLevelTiling(ScheduleRule):
                              f"tiles only), got {self.max_imperfect_innermost!r}")
         if self.cache_scope not in SCOPES:
             raise ValueError(f"MultiLevelTiling: cache_scope must be one of {SCOPES}, got {self.cache_scope!r}")
-        if not isinstance(self.pack_panels, bool):
-            raise ValueError(f"MultiLevelTiling: pack_panels must be True or False, got {self.pack_panels!r}")
+        for flag in ("pack_panels", "keep_unreused_axes_whole"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"MultiLevelTiling: {flag} must be True or False, got {getattr(self, flag)!r}")
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
@@ -138,9 +147,10 @@ class MultiLevelTiling(ScheduleRule):
         positions = {kind: [k for k, letter in enumerate(self.structure) if letter == kind] for kind in "SR"}
         tiles: Tiles = [[] for _ in self.structure]
         spatial = [k for k, loop_info in enumerate(info.loops) if not loop_info.is_reduction]
+        whole = unreused_axes(info) if self.keep_unreused_axes_whole else ()
         for k, (loop, loop_info) in enumerate(zip(sch.get_loops(block), info.loops)):
             levels = positions["R" if loop_info.is_reduction else "S"]
-            if len(levels) == 1:
+            if len(levels) == 1 or k in whole:
                 tiles[levels[0]].append(loop)
                 continue
             if self.max_imperfect_innermost and k in spatial[:-1]:
@@ -187,6 +197,14 @@ def needs_tiling(info: BlockInfo) -> bool:
             and TILING_STRUCTURE not in info.annotations and len(info.loops) == len(axes)
             and all(loop.extent == axis.extent and loop.is_reduction == (k >= len(info.spatial))
                     for k, (loop, axis) in enumerate(zip(info.loops, axes))))
+
+
+def unreused_axes(info: BlockInfo) -> tuple[int, ...]:
+    """The numbers of the spatial axes of ``info``'s block, the last left out, that every read
+    of the block indexes at a dimension of their own (``Access.axes``): no element is read
+    in two iterations of such an axis, so tiling it reuses nothing."""
+    return tuple(k for k, axis in enumerate(info.spatial[:-1])
+                 if info.accesses and all(axis.name in acc.axes for acc in info.accesses))
 
 
 def packable_reads(info: BlockInfo) -> list[str]:

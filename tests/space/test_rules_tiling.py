@@ -19,7 +19,7 @@ from golden import check_golden
 from metasched import ScheduleError, parse, replay, workloads
 from metasched.schedule import analysis
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, RandomComputeLocation
-from metasched.space.multi_level_tiling import packable_reads
+from metasched.space.multi_level_tiling import needs_tiling, packable_reads, unreused_axes
 from metasched.testing import assert_equivalent
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
@@ -130,11 +130,11 @@ def test_every_sampled_compute_location_computes_the_reference(name):
         assert_equivalent(sch)
 
 
-@given(text=workload_texts(), into_producer=st.booleans(), pack_panels=st.booleans())
-def test_rules_never_fail_on_random_workloads(text, into_producer, pack_panels):
+@given(text=workload_texts(), into_producer=st.booleans(), pack_panels=st.booleans(), whole=st.booleans())
+def test_rules_never_fail_on_random_workloads(text, into_producer, pack_panels, whole):
     wl = parse(text)
-    rules = [AutoInline(into_producer=into_producer), MultiLevelTiling(pack_panels=pack_panels),
-             RandomComputeLocation()]
+    rules = [AutoInline(into_producer=into_producer),
+             MultiLevelTiling(pack_panels=pack_panels, keep_unreused_axes_whole=whole), RandomComputeLocation()]
     for sketch in PostOrderApply(rules=rules).generate(wl):
         assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=1))
 
@@ -330,6 +330,66 @@ def outer_tiles(extent, n):
     return [first, 1, extent // first, 1]
 
 
+LAST_AXIS_UNREUSED = """
+workload last_axis_unreused(M = 8, N = 4, K = 4, B = 16) {
+    input A: float32[M, K, B]
+    input W: float32[K, N, B]
+    output C[i, j, b] += A[i, k, b] * W[k, j, b]
+}
+"""
+
+
+def tiled_block_info(wl):
+    """The facts of the one block ``MultiLevelTiling`` tiles in ``wl`` (after AutoInline)."""
+    (sch,) = PostOrderApply(rules=[AutoInline()]).generate(wl)
+    (info,) = [info for info in (analysis.block(sch, sch.get_block(name)) for name in analysis.blocks(sch))
+               if needs_tiling(info)]
+    return info
+
+
+@pytest.mark.parametrize("name, axes", [
+    # b indexes C, A and B alone: no element is read for two batches.
+    ("batch_matmul", ["b"]),
+    # c indexes P and Wt alone; n does not index Wt (which every image reuses), y and x index
+    # P only with r and s (a window that overlaps its neighbours').
+    ("depthwise_conv2d", ["c"]),
+    ("matmul_relu", []), ("dense_bias_relu", []), ("conv2d_bias_relu", []),
+])
+def test_unreused_axes_are_those_every_read_indexes_alone(name, axes):
+    info = tiled_block_info(workloads.get(name))
+    assert [info.spatial[k].name for k in unreused_axes(info)] == axes
+
+
+def test_the_last_spatial_axis_is_tiled_even_unreused():
+    # b indexes every read alone, but it is the contiguous axis, the one vectorized.
+    wl = parse(LAST_AXIS_UNREUSED)
+    assert unreused_axes(tiled_block_info(wl)) == ()
+    rule = MultiLevelTiling(keep_unreused_axes_whole=True, fuse_consumer_levels=(), cache_write_levels=())
+    (sketch,) = PostOrderApply(rules=[rule]).generate(wl)
+    assert [inst.attrs[0] for inst in sketch.trace if inst.kind == "SamplePerfectTile"] == [4, 4, 4, 2]
+
+
+@pytest.mark.parametrize("pack_panels", [False, True])
+def test_an_unreused_axis_stays_whole_at_the_outermost_level(pack_panels):
+    rule = MultiLevelTiling(keep_unreused_axes_whole=True, pack_panels=pack_panels)
+    wl = workloads.get("batch_matmul")
+    sketches = PostOrderApply(rules=[AutoInline(), rule]).generate(wl)
+    assert len(sketches) == 3  # tiled, then a local cache copied out at level 1 / 2 (no consumer)
+    for sketch in sketches:
+        # i and j in four levels, k in two; b not split.
+        assert [inst.attrs[0] for inst in sketch.trace if inst.kind == "SamplePerfectTile"] == [4, 4, 2]
+        program = str(replay(wl, sketch.trace).lower())
+        assert "b_0" not in program
+        outer = ["b", "j_0", "i_0"] if pack_panels else ["b", "i_0", "j_0"]
+        starts = [program.index(f"for {loop} in ") for loop in outer]
+        assert starts == sorted(starts), program
+    small = workloads.get("batch_matmul", **SMALL_PARAMS["batch_matmul"])
+    depthwise = workloads.get("depthwise_conv2d", **SMALL_PARAMS["depthwise_conv2d"])
+    for wl in (small, depthwise):
+        for seed in range(4):
+            assert_equivalent(PostOrderApply(rules=[AutoInline(), rule]).sample(wl, np.random.default_rng(seed)))
+
+
 def test_imperfect_tiles_for_every_spatial_loop_but_the_last():
     rule = MultiLevelTiling(max_imperfect_innermost=6, fuse_consumer_levels=(), cache_write_levels=())
     (sketch,) = PostOrderApply(rules=[rule]).generate(workloads.get("batch_matmul"))
@@ -347,7 +407,8 @@ def test_imperfect_tiles_for_every_spatial_loop_but_the_last():
     dict(fuse_consumer_levels=(3,)), dict(cache_write_levels=(0,)), dict(structure="SRSRS"),
     dict(cache_write_levels=2), dict(max_innermost_factor="64"), dict(cache_scope="shared"),
     dict(max_imperfect_innermost=-1), dict(max_imperfect_innermost=True), dict(max_imperfect_innermost=6.0),
-    dict(pack_panels="yes"), dict(pack_panels=1),
+    dict(pack_panels="yes"), dict(pack_panels=1), dict(keep_unreused_axes_whole=1),
+    dict(keep_unreused_axes_whole="no"),
 ])
 def test_tiling_refuses_bad_arguments(arguments):
     with pytest.raises(ValueError, match="MultiLevelTiling"):
