@@ -74,8 +74,8 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderA
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
-            raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option ({', '.join(_TILING_FLAGS)}) nor a field of "
-                             f"EvolutionaryConfig ({', '.join(_FIELDS)})")
+            raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option "
+                             f"({', '.join(_TILING_FLAGS)}) nor a field of EvolutionaryConfig ({', '.join(_FIELDS)})")
     return EvolutionaryConfig(**changes), batch_size, space
 
 

@@ -4,9 +4,9 @@ quality and speed, every figure measured in this run.
     python bench/tune.py [--workloads matmul_relu,conv2d_bias_relu,...] [--trials 64] [--seeds 3] [--keep DIR]
 
 Per workload (matmul_relu 512, dense_bias_relu, conv2d_bias_relu, softmax 1024, reduce_cols
-4096, batch_matmul 16x128x64x128) and per seed: ``tune(strategy="evolutionary")`` with ``--trials`` trials, then continued
-to twice as many in the same database, and ``tune(strategy="replay")`` with twice as many in
-another. Each run ends with tune's confirmation (its 4 fastest programs timed again together,
+4096, batch_matmul 16x128x64x128) and per seed: ``tune(strategy="evolutionary")`` with
+``--trials`` trials, then continued to twice as many in the same database, and
+``tune(strategy="replay")`` with twice as many in another. Each run ends with tune's confirmation (its 4 fastest programs timed again together,
 in turns, which decides the best: ``tune``'s ``confirm``). Each best kernel is then built from
 its database, checked, and timed in turns with numpy (PyTorch when installed) and with the
 hand-written schedule where there is one (medians of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1 we are
