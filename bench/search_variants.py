@@ -48,7 +48,7 @@ from metasched.search import EvolutionaryConfig, EvolutionarySearch
 from metasched.space import MultiLevelTiling, PostOrderApply, cpu_default
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
-_TILING_FLAGS = ("pack_panels", "keep_unreused_axes_whole")  # MultiLevelTiling's options in cpu_default()
+_TILING_FLAGS = tuple(f.name for f in dataclasses.fields(MultiLevelTiling) if f.type in (bool, "bool"))
 
 
 def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderApply]:

@@ -125,13 +125,7 @@ class EvolutionaryConfig:
 
     ``genetic_num_iters``: MetaSchedule's 4 against these 3, 16 paired seeds of 64 trials
     (AVX-512 Xeon, new / old best time): matmul_relu 1.018 (won 7), conv2d_bias_relu 1.038
-    (won 6): no better, for a third more mutants per proposal.
-
-    Parents are drawn in proportion to their predicted scores, as MetaSchedule draws them.
-    That pressure is weak: in a batch_matmul run, the best tenth of a population drew 20-30% of
-    the parents. Scores raised to the third power, 8 paired seeds of 64 trials each: batch_matmul
-    0.970 (won 5), matmul_relu 0.987 (won 4), conv2d_bias_relu 1.046 (won 5, seeds from 0.77
-    to 1.32). That is within the spread of the runs, so it was not taken."""
+    (won 6): no better, for a third more mutants per proposal."""
 
     population_size: int = 128
     init_measured_ratio: float = 0.2
@@ -281,7 +275,14 @@ class EvolutionarySearch(SearchStrategy):
         return population + self._sample(fresh, round_, idents)
 
     def _evolve(self, population: list[Candidate], scores: np.ndarray, round_: Round) -> list[Candidate]:
-        """One genetic round: parents drawn by score, mutated or kept."""
+        """One genetic round: parents drawn by score, mutated or kept.
+
+        Parents are drawn in proportion to their predicted scores, as MetaSchedule draws them.
+        That pressure is weak: in a batch_matmul run, the best tenth of a population drew
+        20-30% of the parents. Tried: scores raised to the third power, 8 paired seeds of 64
+        trials each (AVX-512 Xeon, new / old best time): batch_matmul 0.970 (won 5),
+        matmul_relu 0.987 (won 4), conv2d_bias_relu 1.046 (won 5, seeds from 0.77 to 1.32).
+        That is within the spread of the runs, so it was not taken."""
         cfg, ctx = self.config, self.context
         weights = np.maximum(scores, 0.0) + 1e-6
         weights = weights / weights.sum()

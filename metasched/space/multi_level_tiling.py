@@ -203,8 +203,9 @@ def unreused_axes(info: BlockInfo) -> tuple[int, ...]:
     """The numbers of the spatial axes of ``info``'s block, the last left out, that every read
     of the block indexes at a dimension of their own (``Access.axes``): no element is read
     in two iterations of such an axis, so tiling it reuses nothing."""
-    return tuple(k for k, axis in enumerate(info.spatial[:-1])
-                 if info.accesses and all(axis.name in acc.axes for acc in info.accesses))
+    if not info.accesses:
+        return ()
+    return tuple(k for k, axis in enumerate(info.spatial[:-1]) if all(axis.name in acc.axes for acc in info.accesses))
 
 
 def packable_reads(info: BlockInfo) -> list[str]:
