@@ -42,7 +42,7 @@ from metasched.lang import Workload, assert_outputs_close, load
 from metasched.lang.reference import DEFAULT_CHUNK_BYTES
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search import DEFAULT_STRATEGY, STRATEGIES
-from metasched.timing import paired_times
+from metasched.timing import format_gflops, format_seconds, paired_times
 from metasched.tune import host_target, tune
 from metasched.workloads.baselines import numpy_baseline
 
@@ -255,14 +255,14 @@ def _report_speed(wl: Workload, kernel: Kernel, inputs: list) -> None:
     baseline = numpy_baseline(wl)
     if baseline is None:
         ours = kernel.time(*inputs)
-        print(f"metasched: {ours * 1e3:9.3f} ms  {wl.flops / ours / 1e9:7.1f} GFLOP/s")
+        print(f"metasched: {format_seconds(ours):>12}  {format_gflops(wl.flops, ours):>16}")
         print(f"numpy:     no baseline for {wl.name} (only the built-in workloads have one)")
         return
     # In turns, so that a burst of load on this shared machine hits both sides alike.
     ours, theirs, ratio = paired_times(lambda: kernel.run(*inputs, *outputs), lambda: baseline(*inputs),
                                        rounds=5, repeat=3, min_repeat_seconds=0.02, settle_seconds=0.2)
-    print(f"metasched: {ours * 1e3:9.3f} ms  {wl.flops / ours / 1e9:7.1f} GFLOP/s")
-    print(f"numpy:     {theirs * 1e3:9.3f} ms  {wl.flops / theirs / 1e9:7.1f} GFLOP/s")
+    print(f"metasched: {format_seconds(ours):>12}  {format_gflops(wl.flops, ours):>16}")
+    print(f"numpy:     {format_seconds(theirs):>12}  {format_gflops(wl.flops, theirs):>16}")
     print(f"speed relative to numpy: {ratio:.2f}x")
 
 
@@ -341,7 +341,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print("no trial ran correctly: no best program")
             return EXIT_MISMATCH
         print(f"\n# best trace (record {result.best_record.id}, "
-              f"{result.best_seconds * 1e3:.3f} ms when tuned)\n{result.best_trace}\n")
+              f"{format_seconds(result.best_seconds)} when tuned)\n{result.best_trace}\n")
     _check_and_time(result.best_schedule, seed=0)
     return EXIT_OK
 
@@ -349,7 +349,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 def _confirmed(confirmation: Confirmation) -> str:
     """One line on what timing the fastest again in turns found."""
     order = sorted(confirmation.times, key=lambda i: (confirmation.median(i), i))
-    times = ", ".join(f"record {i} {confirmation.median(i) * 1e3:.3f} ms" for i in order)
+    times = ", ".join(f"record {i} {format_seconds(confirmation.median(i))}" for i in order)
     return f"the {len(order)} fastest timed again in turns: {times}"
 
 
@@ -359,8 +359,8 @@ def _cmd_best(args: argparse.Namespace) -> int:
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
         confirmation = db.confirmation(wl, host_target())
-    print(f"# best of {_call(wl)}: record {record.id}, {record.median * 1e3:.3f} ms when tuned "
-          f"({wl.flops / record.median / 1e9:.1f} GFLOP/s)\n{record.trace}\n")
+    print(f"# best of {_call(wl)}: record {record.id}, {format_seconds(record.median)} when tuned "
+          f"({format_gflops(wl.flops, record.median)})\n{record.trace}\n")
     if confirmation is not None and confirmation.current:
         print(f"# {_confirmed(confirmation)}\n")
     sch = replay(wl, record.trace)
@@ -375,7 +375,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         record = _best(db, wl, args)
     record.trace.save(args.output)
     print(f"saved the best trace of {_call(wl)} (record {record.id}, "
-          f"{record.median * 1e3:.3f} ms) to {args.output}")
+          f"{format_seconds(record.median)}) to {args.output}")
     return EXIT_OK
 
 
@@ -399,7 +399,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         where = "" if record.target.compatible(here) else \
             f"  [{record.target.cpu}, {record.target.num_threads} threads]"
         if record.ok:
-            outcome = f"{record.median * 1e3:10.3f} ms {wl.flops / record.median / 1e9:7.1f} GFLOP/s"
+            outcome = f"{format_seconds(record.median):>12} {format_gflops(wl.flops, record.median):>16}"
         else:
             outcome = f"failed: {record.error}"
         print(f"#{record.id:<5d} {when}  {outcome}{where}")

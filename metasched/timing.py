@@ -1,5 +1,6 @@
 """Timing in the style of TVM's ``time_evaluator``: enough calls per repeat to last a minimum
-time, several repeats, the median. One way to time things, for kernels and baselines alike."""
+time, several repeats, the median. One way to time things, for kernels and baselines alike;
+and one way to print a time (``format_seconds``) or a speed (``format_gflops``)."""
 from __future__ import annotations
 
 import math
@@ -82,3 +83,24 @@ def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds:
         times_b.append(tb)
         ratios.append(tb / ta)
     return median(times_a), median(times_b), median(ratios)
+
+
+# (unit, seconds in one unit), largest first: a time is printed in the largest unit of which
+# it is at least a tenth, so that a kernel of a few microseconds does not print as "0.000 ms".
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
+
+
+def format_seconds(seconds: float) -> str:
+    """A time for people, with three decimals in s, ms, us or ns: ``1.377 ms``, ``0.150 ms``,
+    ``2.104 us``. Plain ASCII ("us", not the micro sign), for any terminal."""
+    for unit, scale in _UNITS:
+        if seconds >= 0.1 * scale:
+            return f"{seconds / scale:.3f} {unit}"
+    return f"{seconds / 1e-9:.3f} ns"
+
+
+def format_gflops(flops: float, seconds: float) -> str:
+    """``flops`` done in ``seconds`` as GFLOP/s with at least three significant digits
+    (``206.4``, ``11.0``, ``0.00412``), so that a tiny kernel's speed is not printed as 0.0."""
+    rate = flops / seconds / 1e9
+    return f"{rate:.1f} GFLOP/s" if rate >= 10 else f"{rate:.3g} GFLOP/s"

@@ -19,3 +19,19 @@ def test_paired_times_pairs_each_round_whatever_the_order(monkeypatch):
     monkeypatch.setattr(timing, "median_seconds", lambda fn, *args: next(seconds[fn()]))
     ta, tb, ratio = timing.paired_times(lambda: "a", lambda: "b", rounds=4)
     assert (ta, tb, ratio) == (1.0, 4.0, 4.0)  # medians: upper middle of an even count
+
+
+def test_times_print_in_the_unit_that_keeps_their_digits():
+    assert timing.format_seconds(2.5) == "2.500 s"
+    assert timing.format_seconds(0.1) == "0.100 s"
+    assert timing.format_seconds(1.377e-3) == "1.377 ms"
+    assert timing.format_seconds(1.5e-4) == "0.150 ms"
+    assert timing.format_seconds(3.47e-7) == "0.347 us"  # an 8-element add: not "0.000 ms"
+    assert timing.format_seconds(4.2e-8) == "42.000 ns"
+    assert timing.format_seconds(0.0) == "0.000 ns"
+
+
+def test_speeds_keep_three_significant_digits():
+    assert timing.format_gflops(2.064e9 * 1.5e-3, 1.5e-3) == "2.06 GFLOP/s"
+    assert timing.format_gflops(206.4e9, 1.0) == "206.4 GFLOP/s"
+    assert timing.format_gflops(8, 3.47e-7) == "0.0231 GFLOP/s"  # not "0.0 GFLOP/s"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Optional
 from tqdm import tqdm
 
 from metasched.lang.workload import Workload
-from metasched.timing import median_seconds
+from metasched.timing import format_gflops, median_seconds
 from metasched.workloads.baselines import numpy_baseline
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class ProgressBar:
         if best is None:
             text = "no correct program yet"
         else:
-            text = f"best {self.workload.flops / best / 1e9:.1f} GFLOP/s"
+            text = f"best {format_gflops(self.workload.flops, best)}"
             if self.numpy is not None:
                 text += f" ({self.numpy / best:.2f}x numpy)"
         self.bar.set_postfix_str(f"{text}, {self.failed} failed", refresh=False)
