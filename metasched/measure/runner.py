@@ -51,12 +51,17 @@ class TimingConfig:
     A clear loser is timed once: when one warm run takes ``slow_factor`` times the best median
     so far (``Runner.run``'s ``best``) or longer, that run is its measurement, because timing
     it properly would cost more than the answer is worth (were it the best after all, the
-    tuner times it again in full)."""
+    tuner times it again in full). Only a run of ``min_single_run_seconds`` or longer counts
+    so: a shorter one is mostly the call's own cost, not the kernel's (an 8-element vector
+    add whose runs take 0.33 us timed 1.8 to 3.3 us alone, so every trial after the first
+    was a "clear loser" and recorded that), and timing it in full costs at most
+    ``repeat * min_repeat_seconds``."""
 
     repeat: int = 3
     number: Optional[int] = None
     min_repeat_seconds: float = 0.02
     slow_factor: float = 3.0
+    min_single_run_seconds: float = 1e-4
 
     def __post_init__(self) -> None:
         if self.repeat < 1 or (self.number is not None and self.number < 1):
@@ -91,7 +96,7 @@ def run_artifact(workload: Workload, artifact: Artifact, config: TimingConfig, s
         raise MismatchError(f"wrong result: {err}") from None
     # The checking run warmed the caches up; one timed run says whether it is worth more.
     (once,) = kernel.timings(*inputs, number=1, repeat=1, warm_seconds=0.0)
-    if best is not None and once >= config.slow_factor * best:
+    if best is not None and once >= max(config.slow_factor * best, config.min_single_run_seconds):
         return (once,)
     return tuple(kernel.timings(*inputs, number=config.number, repeat=config.repeat,
                                 min_repeat_seconds=config.min_repeat_seconds, warm_seconds=once))
