@@ -66,6 +66,10 @@ def torch_baseline(wl):
         pad = wl.params["PAD"]
         return lambda x, w, b: torch.relu(torch.nn.functional.conv2d(
             torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b), padding=pad))
+    if wl.name == "depthwise_conv2d":
+        pad, channels = wl.params["PAD"], wl.params["C"]
+        return lambda x, w: torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w).unsqueeze(1),
+                                                       padding=pad, groups=channels)
     if wl.name == "batch_matmul":
         return lambda a, b: torch.bmm(torch.from_numpy(a), torch.from_numpy(b))
     return None
