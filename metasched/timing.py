@@ -101,6 +101,7 @@ def format_seconds(seconds: float) -> str:
 
 def format_gflops(flops: float, seconds: float) -> str:
     """``flops`` done in ``seconds`` as GFLOP/s with at least three significant digits
-    (``206.4``, ``11.0``, ``0.00412``), so that a tiny kernel's speed is not printed as 0.0."""
+    (``206.4``, ``11.0``, ``2.00``, ``0.00412``), so that a tiny kernel's speed is not printed
+    as 0.0."""
     rate = flops / seconds / 1e9
-    return f"{rate:.1f} GFLOP/s" if rate >= 10 else f"{rate:.3g} GFLOP/s"
+    return f"{rate:.1f} GFLOP/s" if rate >= 10 else f"{rate:#.3g} GFLOP/s"

@@ -35,3 +35,4 @@ def test_speeds_keep_three_significant_digits():
     assert timing.format_gflops(2.064e9 * 1.5e-3, 1.5e-3) == "2.06 GFLOP/s"
     assert timing.format_gflops(206.4e9, 1.0) == "206.4 GFLOP/s"
     assert timing.format_gflops(8, 3.47e-7) == "0.0231 GFLOP/s"  # not "0.0 GFLOP/s"
+    assert timing.format_gflops(2e9, 1.0) == "2.00 GFLOP/s"  # its zeros are digits too

@@ -66,6 +66,8 @@ class TimingConfig:
     def __post_init__(self) -> None:
         if self.repeat < 1 or (self.number is not None and self.number < 1):
             raise ValueError(f"repeat and number must be positive, got {self.repeat} and {self.number}")
+        if not self.min_single_run_seconds >= 0:
+            raise ValueError(f"min_single_run_seconds must be >= 0, got {self.min_single_run_seconds}")
 
 
 # In a runner worker: each workload's inputs and reference outputs, made once.

@@ -57,3 +57,8 @@ def test_the_floor_of_a_single_run_is_a_setting(floor):
     config = TimingConfig(repeat=2, min_repeat_seconds=0.001, min_single_run_seconds=floor)
     expected = 1 if floor == 0.0 else 2
     assert len(run_artifact(wl, art, config, seed=0, best=1e-9)) == expected
+
+
+def test_a_negative_floor_is_refused():
+    with pytest.raises(ValueError, match="min_single_run_seconds"):
+        TimingConfig(min_single_run_seconds=-1.0)
