@@ -103,7 +103,8 @@ def main() -> None:
     names = list(variants)  # a variant given twice runs once
     print(environment())
     header = "| seed | " + " | ".join(names) + " |"
-    print(f"\n{args.workload}, {args.trials} trials: best (tuning wall)\n\n{header}\n|{'---|' * (header.count('|') - 1)}")
+    print(f"\n{args.workload}, {args.trials} trials: best (tuning wall)\n")
+    print(f"{header}\n|{'---|' * (header.count('|') - 1)}")
     best: dict[str, list[float]] = {text: [] for text in variants}
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:

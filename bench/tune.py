@@ -6,16 +6,17 @@ quality and speed, every figure measured in this run.
 Per workload (matmul_relu 512, dense_bias_relu, conv2d_bias_relu, softmax 1024, reduce_cols
 4096, batch_matmul 16x128x64x128) and per seed: ``tune(strategy="evolutionary")`` with
 ``--trials`` trials, then continued to twice as many in the same database, and
-``tune(strategy="replay")`` with twice as many in another. Each run ends with tune's confirmation (its 4 fastest programs timed again together,
-in turns, which decides the best: ``tune``'s ``confirm``). Each best kernel is then built from
-its database, checked, and timed in turns with numpy (PyTorch when installed) and with the
-hand-written schedule where there is one (medians of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1 we are
-faster), tuning wall time and the search's share of it (what is neither building nor
+``tune(strategy="replay")`` with twice as many in another. Each run ends with tune's
+confirmation (its 4 fastest programs timed again together, in turns, which decides the best:
+``tune``'s ``confirm``). Each best kernel is then built from its database, checked, and timed
+in turns with numpy (PyTorch when installed) and with the hand-written schedule where there is
+one (medians of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1
+we are faster), tuning wall time and the search's share of it (what is neither building nor
 measuring); then per workload the median over the seeds of each figure; then random search
 against evolutionary at twice ``--trials``: the geometric mean over workloads and seeds of
-their speeds relative to numpy (each timed in turns with numpy). One run of 64 trials
-is one draw from a wide distribution (the measured times steer the search, and they are noisy),
-so the goals are read off the medians.
+their speeds relative to numpy (each timed in turns with numpy). One run of 64 trials is one
+draw from a wide distribution (the measured times steer the search, and they are noisy), so the
+goals are read off the medians.
 
 Cost model: for matmul_relu and conv2d_bias_relu, all records of a seed's three runs (about
 4x ``--trials``) are split in 5 folds; a ``GBTModel`` (hist and exact kinds) trained on 4 folds
