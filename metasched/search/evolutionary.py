@@ -79,6 +79,16 @@ def _families_spread(ranked: list, cap: int) -> list:
     return first + rest
 
 
+def _saturated(wanted: int) -> int:
+    """How many programs in a row, none of them new, tell that a space holds few programs
+    not yet known, when ``wanted`` new ones are sought: ``wanted``, and at least 32, so that
+    a search for a few does not give up on a few repeats. Every built-in workload but one
+    tuned to the very proposals it made without this stop (160 trials, a fake runner): their
+    repeats come one or two at a time. The one, transpose_add, has a space of five programs;
+    its 160 trials took 0.4 s of search instead of 4.4 s, and measured the same five."""
+    return max(wanted, 32)
+
+
 def _mutant_key(parent: Candidate, trace: Trace) -> MutantKey:
     before = parent.trace.decisions
     return parent.ident, repr(sorted((i, d) for i, d in trace.decisions.items() if before.get(i) != d))
@@ -234,10 +244,16 @@ class EvolutionarySearch(SearchStrategy):
 
     # --- the population ----------------------------------------------------------------------
     def _sample(self, count: int, round_: Round, exclude: set[str]) -> list[Candidate]:
-        """Up to ``count`` fresh samples of new programs, in ``max_fail_count * count`` tries."""
+        """Up to ``count`` fresh samples of new programs, in ``max_fail_count * count`` tries,
+        or fewer in a small space: the draws stop after a pass (as many draws as programs
+        still wanted) that ends ``_saturated`` programs in a row known already. A space of
+        five programs drew 1,390 samples in its first proposal before, 1.2 s of work for
+        nothing (MetaSchedule too draws on, for ``max_fail_count`` passes without a new
+        program). A draw a postprocessor rejected tells nothing of the space's size: it
+        neither counts nor breaks the run."""
         ctx = self.context
         found: list[Candidate] = []
-        tries = 0
+        tries = known = 0  # ``known``: programs made in a row since the last new one
         while len(found) < count and tries < count * self.config.genetic_max_fail_count:
             wanted = min(count - len(found), count * self.config.genetic_max_fail_count - tries)
             tries += wanted
@@ -246,9 +262,13 @@ class EvolutionarySearch(SearchStrategy):
                     round_.rejected += 1
                     continue
                 round_.generated += 1
+                known += 1
                 if cand.ident not in exclude and cand.ident not in self._measured:
                     exclude.add(cand.ident)
                     found.append(cand)
+                    known = 0
+            if known >= _saturated(count):
+                break
         return found
 
     def _first(self, count: int, round_: Round) -> tuple[list[Candidate], list[Candidate]]:
@@ -289,6 +309,7 @@ class EvolutionarySearch(SearchStrategy):
         children: list[Candidate] = []
         seen: set[Hashable] = set()
         tries, most = 0, cfg.population_size * cfg.genetic_max_fail_count
+        stale = 0  # draws in a row that gave no new child
         while len(children) < cfg.population_size and tries < most:
             wanted = min(cfg.population_size - len(children), most - tries)
             tries += wanted
@@ -319,11 +340,15 @@ class EvolutionarySearch(SearchStrategy):
                     round_.generated += 1
             for draw in draws:
                 child = self._mutants[draw] if isinstance(draw, tuple) else draw
+                stale += 1
                 if child is not None and child.ident not in seen:
                     seen.add(child.ident)
                     children.append(child)
+                    stale = 0
             while len(self._mutants) > self.mutant_memory:  # the draws are resolved: forget
                 self._mutants.popitem(last=False)
+            if stale >= _saturated(cfg.population_size):  # a small space, as in ``_sample``
+                break
         return children or population
 
     # --- the strategy ------------------------------------------------------------------------

@@ -305,3 +305,34 @@ def test_the_spread_puts_each_familys_best_first_and_leaves_programs_without_one
     assert [key for key, _ in _families_spread(ranked, 1)] == ["p0", "p2", "p4", "p5", "p6", "p1", "p3"]
     assert [key for key, _ in _families_spread(ranked, 2)] == ["p0", "p1", "p2", "p4", "p5", "p6", "p3"]
     assert _families_spread(ranked, len(ranked)) == ranked  # a share no family reaches: the rank order
+
+
+TINY = """
+workload tiny(N = 8) {
+    input A: float32[N]
+    input B: float32[N]
+    output C[i] = A[i] + B[i]
+}
+"""
+
+
+def test_a_small_space_is_searched_whole_without_drawing_it_over_and_over(fake_builder, monkeypatch):
+    """An 8-element add: a space of a few programs. Tuning it for more trials measures each of
+    them once and stops; the draws stop once a long run of them finds nothing new, at a fifth
+    of what the draws' limit allows (every program found all the same)."""
+    from metasched import parse
+    from metasched.search import evolutionary
+    tiny = parse(TINY)
+
+    def run():
+        search = EvolutionarySearch()
+        result = tune(tiny, trials=64, seed=0, strategy=search, builder=fake_builder, runner=FakeRunner(),
+                      batch_size=2, confirm=0)
+        return {program_key(t.trace) for t in result.history}, search.rounds
+
+    found, rounds = run()
+    monkeypatch.setattr(evolutionary, "_saturated", lambda wanted: 10**9)  # as before: the limit decides
+    everything, limited = run()
+    assert 1 < len(found) < 64 and found == everything
+    drawn, drawn_before = (sum(r.generated + r.rejected for r in rs) for rs in (rounds, limited))
+    assert drawn * 4 < drawn_before
