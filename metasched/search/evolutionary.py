@@ -246,10 +246,10 @@ class EvolutionarySearch(SearchStrategy):
     def _sample(self, count: int, round_: Round, exclude: set[str]) -> list[Candidate]:
         """Up to ``count`` fresh samples of new programs, in ``max_fail_count * count`` tries,
         or fewer in a small space: the draws stop after a pass (as many draws as programs
-        still wanted) that ends ``_saturated`` programs in a row known already. A space of
-        five programs drew 1,390 samples in its first proposal before, 1.2 s of work for
-        nothing (MetaSchedule too draws on, for ``max_fail_count`` passes without a new
-        program). A draw a postprocessor rejected tells nothing of the space's size: it
+        still wanted) that ends on a run of ``_saturated`` programs all known already. A
+        space of five programs drew 1,390 samples in its first proposal before, 1.2 s of
+        work for nothing (MetaSchedule too draws on, for ``max_fail_count`` passes without a
+        new program). A draw a postprocessor rejected tells nothing of the space's size: it
         neither counts nor breaks the run."""
         ctx = self.context
         found: list[Candidate] = []

@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from metasched import Database, tune, workloads
+from metasched import Database, parse, tune, workloads
 from metasched.database import program_key
 from metasched.errors import ScheduleError
 from metasched.measure.runner import RunResult
 from metasched.search import (
-    EvolutionaryConfig, EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy,
+    EvolutionaryConfig, EvolutionarySearch, GBTModel, RandomModel, SearchContext, evolutionary, pairwise_accuracy,
 )
 from metasched.search.cost_model import MIN_TRAINING_PROGRAMS, CostModel, _log_labels, program_features
 from metasched.search.evolutionary import Round
@@ -318,10 +318,8 @@ workload tiny(N = 8) {
 
 def test_a_small_space_is_searched_whole_without_drawing_it_over_and_over(fake_builder, monkeypatch):
     """An 8-element add: a space of a few programs. Tuning it for more trials measures each of
-    them once and stops; the draws stop once a long run of them finds nothing new, at a fifth
-    of what the draws' limit allows (every program found all the same)."""
-    from metasched import parse
-    from metasched.search import evolutionary
+    them once and stops; the draws stop once a long run of them finds nothing new, at under a
+    quarter of what the draws' limits allow, and find every program all the same."""
     tiny = parse(TINY)
 
     def run():
