@@ -309,7 +309,10 @@ class EvolutionarySearch(SearchStrategy):
         children: list[Candidate] = []
         seen: set[Hashable] = set()
         tries, most = 0, cfg.population_size * cfg.genetic_max_fail_count
-        stale = 0  # draws in a row that gave no new child
+        # Draws in a row that gave no new child: a repeat, a dropped mutant, a parent no mutator
+        # could change. Unlike ``_sample``'s rejections these count: a population whose
+        # neighbourhood gives nothing new in that many draws is spent, whatever the reason.
+        stale = 0
         while len(children) < cfg.population_size and tries < most:
             wanted = min(cfg.population_size - len(children), most - tries)
             tries += wanted
