@@ -93,10 +93,8 @@ _UNITS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
 def format_seconds(seconds: float) -> str:
     """A time for people, with three decimals in s, ms, us or ns: ``1.377 ms``, ``0.150 ms``,
     ``2.104 us``. Plain ASCII ("us", not the micro sign), for any terminal."""
-    for unit, scale in _UNITS:
-        if seconds >= 0.1 * scale:
-            return f"{seconds / scale:.3f} {unit}"
-    return f"{seconds / 1e-9:.3f} ns"
+    unit, scale = next(((u, s) for u, s in _UNITS if seconds >= 0.1 * s), _UNITS[-1])
+    return f"{seconds / scale:.3f} {unit}"
 
 
 def format_gflops(flops: float, seconds: float) -> str:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from metasched.codegen import CodegenOptions
+from metasched.lang import parse
 from metasched.measure.builder import BuildResult
 
 # "ci" keeps the suite within CI's budget; "thorough" is for long local runs:
@@ -31,6 +32,18 @@ SMALL_PARAMS = {
     "transpose_add": dict(M=9, N=14),
 }
 
+
+@pytest.fixture(scope="session")
+def tiny_add():
+    """An 8-element vector add: a kernel of well under a microsecond, and a space of a few
+    programs."""
+    return parse("""
+workload tiny(N = 8) {
+    input A: float32[N]
+    input B: float32[N]
+    output C[i] = A[i] + B[i]
+}
+""")
 
 def with_imperfect_rows(space, bound: int = 8):
     """``space`` with its MultiLevelTiling tiling the rows of its blocks (every spatial loop but

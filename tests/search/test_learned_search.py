@@ -6,7 +6,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from metasched import Database, parse, tune, workloads
+from metasched import Database, tune, workloads
 from metasched.database import program_key
 from metasched.errors import ScheduleError
 from metasched.measure.runner import RunResult
@@ -307,24 +307,13 @@ def test_the_spread_puts_each_familys_best_first_and_leaves_programs_without_one
     assert _families_spread(ranked, len(ranked)) == ranked  # a share no family reaches: the rank order
 
 
-TINY = """
-workload tiny(N = 8) {
-    input A: float32[N]
-    input B: float32[N]
-    output C[i] = A[i] + B[i]
-}
-"""
-
-
-def test_a_small_space_is_searched_whole_without_drawing_it_over_and_over(fake_builder, monkeypatch):
+def test_a_small_space_is_searched_whole_without_drawing_it_over_and_over(tiny_add, fake_builder, monkeypatch):
     """An 8-element add: a space of a few programs. Tuning it for more trials measures each of
     them once and stops; the draws stop once a long run of them finds nothing new, at under a
     quarter of what the draws' limits allow, and find every program all the same."""
-    tiny = parse(TINY)
-
     def run():
         search = EvolutionarySearch()
-        result = tune(tiny, trials=64, seed=0, strategy=search, builder=fake_builder, runner=FakeRunner(),
+        result = tune(tiny_add, trials=64, seed=0, strategy=search, builder=fake_builder, runner=FakeRunner(),
                       batch_size=2, confirm=0)
         return {program_key(t.trace) for t in result.history}, search.rounds
 
