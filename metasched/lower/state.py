@@ -86,6 +86,14 @@ class StageState:
     def buffer(self) -> str:
         return self.statement.name
 
+    @property
+    def root(self) -> StageState:
+        """The stage at the root whose loops hold this one (itself, at the root)."""
+        stage = self
+        while stage.attach is not None:
+            stage = stage.attach.target
+        return stage
+
     def reads(self, buffer: str) -> bool:
         return buffer in self.statement.reads()
 

@@ -28,12 +28,6 @@ def _copy_stage(state: ScheduleState, name: str, source: str, shape: tuple[int, 
     return StageState(name, statement, loops, [], list(loops), scope)
 
 
-def _root_of(stage: StageState) -> StageState:
-    while stage.attach is not None:
-        stage = stage.attach.target
-    return stage
-
-
 def cache_read(state: ScheduleState, stage: StageState, read_index: int, scope: str) -> StageState:
     primitive = "cache_read"
     _check_scope(scope, primitive)
@@ -44,7 +38,7 @@ def cache_read(state: ScheduleState, stage: StageState, read_index: int, scope: 
     source = reads[read_index]
     # The copy runs at the root, before the root block whose loops hold ``stage``: the source
     # must be complete by then.
-    root = _root_of(stage)
+    root = stage.root
     for producer in state.producers(stage):
         if producer.buffer != source:
             continue
@@ -63,7 +57,7 @@ def cache_read(state: ScheduleState, stage: StageState, read_index: int, scope: 
         return Load(name, e.indices, e.dtype_) if isinstance(e, Load) and e.buffer == source else None
 
     stage.statement = replace(stage.statement, body=transform(stage.statement.body, redirect))
-    state.stages.insert(state.stages.index(_root_of(stage)), cache)
+    state.stages.insert(state.stages.index(stage.root), cache)
     return cache
 
 

@@ -128,6 +128,14 @@ def compute_root(state: ScheduleState, stage: StageState) -> None:
     if stage.attach is None:
         return
     _no_attached(state, stage, "compute_at")
+    # At the root a block runs in its place in ``state.stages``: after every block it reads.
+    # Its place may be before one of them: ``cache_read`` puts its copy before the root block
+    # whose loops hold the reader, which was after this block while it was held there. (None of
+    # them can be inside the block that held this one: that block reads this one's output.)
+    last = max((state.stages.index(producer.root) for producer in state.producers(stage)), default=-1)
+    if state.stages.index(stage) < last:
+        state.stages.remove(stage)
+        state.stages.insert(last, stage)
     stage.attach = None
     regenerate_loops(state, stage, list(stage.statement.shape), "compute_at")
 

@@ -125,6 +125,21 @@ def test_cache_read_of_a_tensor_still_being_computed_is_refused():
     assert str(sch) == before
 
 
+def test_a_block_back_at_the_root_runs_after_a_copy_made_while_it_was_inside_another():
+    """Y computed at a loop of Z, then a copy of X for Y (it goes before Z, after Y's place in
+    the stage order), then Y back at the root: Y must run after the copy. It ran before it,
+    reading the copy unwritten (found by the random schedules of ``tests/lower/test_regions``)."""
+    wl = workloads.get("dense_bias_relu", M=5, K=7, N=10)
+    sch = Schedule(wl)
+    y, z = sch.get_block("Y"), sch.get_block("Z")
+    sch.compute_at(y, sch.get_loops(z)[0])
+    sch.cache_read(y, 0, "global")
+    sch.compute_at(y, sch.sample_compute_location(y, decision=-1))
+    text = lines(sch)
+    assert text.index("X_global[ax0, ax1] = X[ax0, ax1]") < text.index("Y[i, j] = 0.0")
+    assert_equivalent(sch)
+
+
 def test_cache_read_computed_at_a_tile_is_compacted():
     wl = workloads.get("matmul", M=8, N=16, K=4)
     sch = Schedule(wl)
