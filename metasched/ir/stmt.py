@@ -8,6 +8,7 @@ at 0 and has a constant extent. Loads inside expressions name buffers by ``Buffe
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass, field
 from math import prod
 from typing import Optional, Union
@@ -182,3 +183,36 @@ def func_str(f: PrimFunc) -> str:
         lines.append(f"    {w.name} = allocate({list(w.shape)}, {w.dtype!r})")
     lines.append(stmt_str(f.body, 1))
     return "\n".join(lines)
+
+
+# -- identity: what makes two loop programs one kernel -----------------------------------------
+def func_digest(f: PrimFunc) -> str:
+    """A digest (32 hex digits of SHA-256) of everything in ``f`` that code generation reads:
+    its name, buffers and statement tree, every expression in full (``repr``: dtypes and
+    constants exact), every loop's kind and annotations; not ``attrs`` (notes for a person).
+    Two programs with one digest compile to one kernel. Names count, so two programs alike but
+    for a loop variable's name get two digests: it may tell apart programs that compile alike,
+    never the converse."""
+    out: list[str] = [repr((f.name, f.inputs, f.outputs, f.workspaces))]
+    stack: list[Union[Stmt, str]] = [f.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, str):
+            out.append(s)
+        elif isinstance(s, Seq):
+            out.append(f"seq {len(s.stmts)}")
+            stack.extend(reversed(s.stmts))
+        elif isinstance(s, For):
+            out.append(f"for {s.var!r} {s.extent} {s.kind.value} {s.annotations!r}")
+            stack.append(s.body)
+        elif isinstance(s, IfThenElse):
+            out.append(f"if {s.cond!r}")
+            stack.extend(("end if", s.else_body if s.else_body is not None else "no else", "then", s.then_body))
+        elif isinstance(s, Allocate):
+            out.append(f"allocate {s.buffer!r}")
+            stack.append(s.body)
+        elif isinstance(s, Store):
+            out.append(f"store {s.buffer!r} {s.indices!r} {s.value!r}")
+        else:
+            raise TypeError(f"not a statement: {s!r}")
+    return hashlib.sha256("\n".join(out).encode()).hexdigest()[:32]

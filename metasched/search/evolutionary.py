@@ -30,8 +30,7 @@ from typing import Hashable, Optional, Sequence, Union
 
 import numpy as np
 
-from metasched.errors import ScheduleError
-from metasched.schedule import Schedule, Trace, replay
+from metasched.schedule import Schedule, Trace
 from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy
 from metasched.search.features import FEATURE_NAMES
 from metasched.search.mutators import MutatorSet, default_mutators
@@ -45,6 +44,8 @@ _LANES = FEATURE_NAMES.index("vector_lanes")
 
 # A mutant's identity: its parent's ident (``Candidate.ident``) and the decisions the mutator changed.
 MutantKey = tuple[Hashable, str]
+# A candidate claimed for a proposal, with its schedule (replayed to claim it).
+_Claimed = tuple[Candidate, Schedule]
 
 
 def _family(trace: Trace) -> tuple:
@@ -216,22 +217,15 @@ class EvolutionarySearch(SearchStrategy):
         self.scorer.prepare()
         self.rounds, self._best_measured, self._mutants, self._proposed = [], [], OrderedDict(), {}
         self._measured = set()
-        if context.database is not None:
-            # Resume: what the database knows of this workload trains the model and seeds
-            # the population, as a run that never stopped would have it.
-            schedules, seconds = [], []
-            for record in context.database.records(context.workload, context.target):
-                try:
-                    sch = replay(context.workload, record.trace)
-                except ScheduleError:
-                    continue
-                schedules.append(sch)
-                seconds.append(record.median)
-            if schedules:
-                self.model.update(schedules, seconds)
-                candidates = [self.scorer.candidate(sch) for sch in schedules]
-                self._measured.update(cand.ident for cand in candidates)
-                self._remember(candidates, seconds)
+        # Resume: what the database knows of this workload trains the model and seeds the
+        # population, as a run that never stopped would have it.
+        earlier = context.earlier()
+        if earlier:
+            schedules, seconds = [sch for sch, _ in earlier], [s for _, s in earlier]
+            self.model.update(schedules, seconds)
+            candidates = [self.scorer.candidate(sch) for sch in schedules]
+            self._measured.update(cand.ident for cand in candidates)
+            self._remember(candidates, seconds)
 
     # --- scoring -----------------------------------------------------------------------------
     def _scores(self, population: Sequence[Candidate]) -> np.ndarray:
@@ -271,20 +265,28 @@ class EvolutionarySearch(SearchStrategy):
                 break
         return found
 
-    def _first(self, count: int, round_: Round) -> tuple[list[Candidate], list[Candidate]]:
+    def _first(self, count: int, round_: Round) -> tuple[list[_Claimed], list[Candidate]]:
         """The first proposal's programs when nothing is measured and the model knows nothing:
-        (picked, fresh). ``first_prior_share`` of them are picked from a population of fresh
-        samples as the most vectorized (the main store's lanes, at most two of one family),
-        the rest are fresh samples: the others of that population, in the order drawn."""
+        (picked and claimed, fresh). ``first_prior_share`` of them are picked from a
+        population of fresh samples as the most vectorized (the main store's lanes, at most
+        two of one family; one refused as a program measured or picked gives its place to the
+        next), the rest are fresh samples: the others of that population, in the order drawn."""
         cfg = self.config
         prior = min(count, int(round(count * cfg.first_prior_share)))
         if not prior:
             return [], self._sample(count, round_, set())
         pool = self._sample(max(count, cfg.population_size), round_, set())
         ranked = sorted(pool, key=lambda cand: -float(cand.row[_LANES]))  # stable: ties in sample order
-        picked = [cand for _, (_, cand) in _families_spread([(c.ident, (0.0, c)) for c in ranked], 2)[:prior]]
-        idents = {cand.ident for cand in picked}
-        return picked, [cand for cand in pool if cand.ident not in idents]
+        picked: list[_Claimed] = []
+        tried = set()
+        for _, (_, cand) in _families_spread([(c.ident, (0.0, c)) for c in ranked], 2):
+            if len(picked) == prior:
+                break
+            tried.add(cand.ident)
+            sch = self._claim(cand)
+            if sch is not None:
+                picked.append((cand, sch))
+        return picked, [cand for cand in pool if cand.ident not in tried]
 
     def _initial(self, round_: Round) -> list[Candidate]:
         cfg = self.config
@@ -368,8 +370,7 @@ class EvolutionarySearch(SearchStrategy):
             # rounds would shuffle random samples at random. The most vectorized samples and
             # fresh ones are a better first proposal for a fraction of the work.
             picked, fresh = self._first(count, round_)
-            picked = [cand for cand in picked if self._claim(cand)]
-            round_.predicted.extend(float(score) for score in self._scores(picked))
+            round_.predicted.extend(float(score) for score in self._scores([cand for cand, _ in picked]))
             return self._schedules(picked, self._new_programs(count - len(picked), fresh, round_), round_)
         population = self._initial(round_)
         # The best predicted programs of any genetic round, never measured: ident -> (score, candidate).
@@ -386,57 +387,56 @@ class EvolutionarySearch(SearchStrategy):
                 population = self._evolve(population, scores, round_)
         n_random = min(count, int(round(count * cfg.eps_greedy)))
         ranked = heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0])
-        chosen: list[Candidate] = []
+        chosen: list[_Claimed] = []
         cap = max(1, math.ceil(cfg.max_family_share * count))
         for _, (score, cand) in _families_spread(ranked, cap) if cap < count else ranked:
             if len(chosen) == count - n_random:
                 break
-            if self._claim(cand):
-                chosen.append(cand)
+            sch = self._claim(cand)
+            if sch is not None:
+                chosen.append((cand, sch))
                 round_.predicted.append(score)
         return self._schedules(chosen, self._new_programs(count - len(chosen), [], round_), round_)
 
-    def _claim(self, cand: Candidate) -> bool:
-        """Whether ``cand`` is a new program (``SearchContext.claim_key``, by its program key);
-        either way it is measured or proposed from now on."""
+    def _claim(self, cand: Candidate) -> Optional[Schedule]:
+        """``cand``'s schedule if it is a new program (``SearchContext.claim``: by program key
+        and loop program), else None; either way it is measured or proposed from now on."""
         self._measured.add(cand.ident)
-        return self.context.claim_key(cand.key)
+        sch = cand.schedule(self.context.workload)
+        return sch if self.context.claim(sch) else None
 
-    def _new_programs(self, count: int, pool: list[Candidate], round_: Round) -> list[Candidate]:
-        """Up to ``count`` fresh samples, claimed (``_claim``): those of ``pool`` first, in order,
-        then new draws. A sample can be refused by its program key, as a program measured
-        that this search did not know of (``SearchContext.measured`` holds keys, and without a
-        database the search knows no idents): more are drawn in its place, so that such
-        programs do not shorten the proposal."""
-        found = []
+    def _claimed(self, candidates: Sequence[Candidate]) -> list[_Claimed]:
+        """Those of ``candidates`` that are new programs, in order, with their schedules (``_claim``)."""
+        return [(cand, sch) for cand in candidates if (sch := self._claim(cand)) is not None]
+
+    def _new_programs(self, count: int, pool: list[Candidate], round_: Round) -> list[_Claimed]:
+        """Up to ``count`` fresh samples, claimed (``_claimed``): those of ``pool`` first, in
+        order, then new draws. A sample can be refused as a program measured that this search
+        did not know of by its ident (``SearchContext.measured`` holds keys, and without a
+        database the search knows no idents; or its loop program is another's): more are drawn
+        in its place, so that such programs do not shorten the proposal."""
+        found: list[_Claimed] = []
         for cand in pool:
             if len(found) == count:
                 return found
-            if self._claim(cand):
-                found.append(cand)
+            found += self._claimed([cand])
         for _ in range(self.config.genetic_max_fail_count):
             if len(found) == count:
                 break
             drawn = self._sample(count - len(found), round_, set())
             if not drawn:
                 break
-            found.extend(cand for cand in drawn if self._claim(cand))
+            found += self._claimed(drawn)
         return found
 
-    def _schedules(self, chosen: list[Candidate], extra: list[Candidate], round_: Round) -> list[Schedule]:
+    def _schedules(self, chosen: list[_Claimed], extra: list[_Claimed], round_: Round) -> list[Schedule]:
         """The proposal: the ``chosen`` candidates (their scores already in ``round_``) and the
         fresh samples ``extra``, all claimed, as schedules."""
-        ctx = self.context
-        round_.predicted.extend(float(s) for s in self._scores(extra))
+        round_.predicted.extend(float(s) for s in self._scores([cand for cand, _ in extra]))
         round_.random = len(extra)
         round_.proposed = len(chosen) + len(extra)
-        self._proposed = {}
-        schedules = []
-        for cand in chosen + extra:
-            sch = cand.schedule(ctx.workload)
-            self._proposed[id(sch)] = cand
-            schedules.append(sch)
-        return schedules
+        self._proposed = {id(sch): cand for cand, sch in chosen + extra}
+        return [sch for _, sch in chosen + extra]
 
     def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         self.model.update(schedules, seconds)

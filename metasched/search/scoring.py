@@ -141,7 +141,8 @@ class _Wire:
         that design space post-processed (the postprocessors make one program of one
         sampling part); else its program key. One ident is always one program key; one key
         is two idents only for traces whose decisions differ in what ``Trace.simplified``
-        drops (and ``SearchContext.claim_key`` still refuses the second)."""
+        drops, and one loop program may be many keys (``SearchContext.claim`` refuses all
+        but the first)."""
         if isinstance(packed, tuple) and packed[1] and packed[1][0].kind == "EnterPostproc":
             k, _, decisions = packed
             return k, tuple(sorted(decisions.items()))

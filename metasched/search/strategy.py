@@ -9,8 +9,10 @@ from typing import Optional, Sequence
 import numpy as np
 
 from metasched.database import Database, Target, program_key
+from metasched.errors import ScheduleError
+from metasched.ir import func_digest
 from metasched.lang.workload import Workload
-from metasched.schedule import Schedule
+from metasched.schedule import Schedule, replay
 from metasched.search.scoring import InProcess, Tasks
 from metasched.space import SpaceGenerator
 
@@ -20,9 +22,15 @@ class SearchContext:
     """What a strategy searches: the ``workload``, its ``space``, the random generator of the
     run, and ``measured``, the program keys (``database.program_key``) already measured or
     proposed, which the strategy must not propose again and adds its proposals to. A learning
-    strategy may read the earlier records of the workload in ``database`` on ``target``, and
-    run its bulk work in ``tasks`` (the tuner lends its builder's worker processes; default:
-    this process)."""
+    strategy may read the earlier records of the workload in ``database`` on ``target``
+    (``earlier``), and run its bulk work in ``tasks`` (the tuner lends its builder's worker
+    processes; default: this process).
+
+    A program is its loop program (``ir.func_digest``), not only its key: decisions that differ
+    can make one kernel (an unroll depth past what the rewrite unrolls, a parallel extent the
+    loops cannot take), and ``claim`` refuses such a program once one of them is measured or
+    proposed, as MetaSchedule refuses a module structurally equal to one measured. Before, 17 of
+    a 128-trial matmul_relu run's programs were another's kernel again (7 of conv2d_bias_relu's)."""
 
     workload: Workload
     space: SpaceGenerator
@@ -33,18 +41,42 @@ class SearchContext:
     tasks: Tasks = field(default_factory=InProcess)
     rejected: int = 0  # samples the postprocessors refused
     repeated: int = 0  # samples that were programs already measured or proposed
+    # The digests of the loop programs measured or proposed; those of the database's records
+    # are added when first needed (``earlier`` replays them).
+    _programs: Optional[set[str]] = field(default=None, init=False, repr=False)
 
     def claim(self, sch: Schedule) -> bool:
-        """Whether ``sch`` is a new program; if so it counts as proposed from now on."""
-        return self.claim_key(program_key(sch.trace))
-
-    def claim_key(self, key: str) -> bool:
-        """Whether the program of ``key`` is new; if so it counts as proposed from now on."""
+        """Whether ``sch`` (post-processed) is a new program, by its key and by its loop
+        program; if so it counts as proposed from now on."""
+        key = program_key(sch.trace)
         if key in self.measured:
             self.repeated += 1
             return False
+        if self._programs is None:
+            self.earlier()
+        digest = func_digest(sch.lower())
+        if digest in self._programs:
+            self.repeated += 1
+            return False
         self.measured.add(key)
+        self._programs.add(digest)
         return True
+
+    def earlier(self) -> list[tuple[Schedule, Optional[float]]]:
+        """The workload's records in ``database`` on ``target``, replayed, with their median
+        seconds (None: the run failed); a record that no longer replays is left out (its key
+        still counts as measured). Each call replays them; the first also notes their loop
+        programs as measured."""
+        found: list[tuple[Schedule, Optional[float]]] = []
+        if self.database is not None:
+            for record in self.database.records(self.workload, self.target):
+                try:
+                    found.append((replay(self.workload, record.trace), record.median))
+                except ScheduleError:
+                    continue
+        if self._programs is None:
+            self._programs = {func_digest(sch.lower()) for sch, _ in found}
+        return found
 
 
 class SearchStrategy(ABC):

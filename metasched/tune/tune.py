@@ -175,7 +175,8 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     ``trials`` is the budget of the workload on this target, counting what ``database`` (a
     path, a ``Database``, or None for one in memory) already holds: a run that stopped early,
     run again with the same database and seed, measures the trials it had not reached, never
-    a program already measured (a program is its trace with decisions, simplified).
+    a program already measured (a program is its trace with decisions, simplified; traces
+    that lower to one kernel are one program: ``SearchContext.claim``).
     ``strategy`` names a strategy of ``metasched.search.STRATEGIES`` or is one; ``space``
     defaults to ``cpu_default()``; ``options`` are the code generator's (and decide the
     target's thread count; a given ``builder``'s own options win). ``builder`` and ``runner``
