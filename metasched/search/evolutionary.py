@@ -26,7 +26,7 @@ import heapq
 import math
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Hashable, Optional, Sequence, Union
+from typing import Hashable, Iterable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -277,16 +277,10 @@ class EvolutionarySearch(SearchStrategy):
             return [], self._sample(count, round_, set())
         pool = self._sample(max(count, cfg.population_size), round_, set())
         ranked = sorted(pool, key=lambda cand: -float(cand.row[_LANES]))  # stable: ties in sample order
-        picked: list[_Claimed] = []
-        tried = set()
-        for _, (_, cand) in _families_spread([(c.ident, (0.0, c)) for c in ranked], 2):
-            if len(picked) == prior:
-                break
-            tried.add(cand.ident)
-            sch = self._claim(cand)
-            if sch is not None:
-                picked.append((cand, sch))
-        return picked, [cand for cand in pool if cand.ident not in tried]
+        spread = _families_spread([(c.ident, (0.0, c)) for c in ranked], 2)
+        picked = self._claimed((cand for _, (_, cand) in spread), prior)
+        # The rest: those ``_claimed`` did not try (each one tried counts as measured).
+        return picked, [cand for cand in pool if cand.ident not in self._measured]
 
     def _initial(self, round_: Round) -> list[Candidate]:
         cfg = self.config
@@ -387,15 +381,10 @@ class EvolutionarySearch(SearchStrategy):
                 population = self._evolve(population, scores, round_)
         n_random = min(count, int(round(count * cfg.eps_greedy)))
         ranked = heapq.nlargest(len(best), best.items(), key=lambda kv: kv[1][0])
-        chosen: list[_Claimed] = []
         cap = max(1, math.ceil(cfg.max_family_share * count))
-        for _, (score, cand) in _families_spread(ranked, cap) if cap < count else ranked:
-            if len(chosen) == count - n_random:
-                break
-            sch = self._claim(cand)
-            if sch is not None:
-                chosen.append((cand, sch))
-                round_.predicted.append(score)
+        spread = _families_spread(ranked, cap) if cap < count else ranked
+        chosen = self._claimed((cand for _, (_, cand) in spread), count - n_random)
+        round_.predicted.extend(best[cand.ident][0] for cand, _ in chosen)
         return self._schedules(chosen, self._new_programs(count - len(chosen), [], round_), round_)
 
     def _claim(self, cand: Candidate) -> Optional[Schedule]:
@@ -405,9 +394,17 @@ class EvolutionarySearch(SearchStrategy):
         sch = cand.schedule(self.context.workload)
         return sch if self.context.claim(sch) else None
 
-    def _claimed(self, candidates: Sequence[Candidate]) -> list[_Claimed]:
-        """Those of ``candidates`` that are new programs, in order, with their schedules (``_claim``)."""
-        return [(cand, sch) for cand in candidates if (sch := self._claim(cand)) is not None]
+    def _claimed(self, candidates: Iterable[Candidate], count: int) -> list[_Claimed]:
+        """The first ``count`` of ``candidates`` that are new programs, in order, with their
+        schedules (``_claim``); those after the last one taken are not tried."""
+        found: list[_Claimed] = []
+        for cand in candidates:
+            if len(found) == count:
+                break
+            sch = self._claim(cand)
+            if sch is not None:
+                found.append((cand, sch))
+        return found
 
     def _new_programs(self, count: int, pool: list[Candidate], round_: Round) -> list[_Claimed]:
         """Up to ``count`` fresh samples, claimed (``_claimed``): those of ``pool`` first, in
@@ -415,18 +412,14 @@ class EvolutionarySearch(SearchStrategy):
         did not know of by its ident (``SearchContext.measured`` holds keys, and without a
         database the search knows no idents; or its loop program is another's): more are drawn
         in its place, so that such programs do not shorten the proposal."""
-        found: list[_Claimed] = []
-        for cand in pool:
-            if len(found) == count:
-                return found
-            found += self._claimed([cand])
+        found = self._claimed(pool, count)
         for _ in range(self.config.genetic_max_fail_count):
             if len(found) == count:
                 break
             drawn = self._sample(count - len(found), round_, set())
             if not drawn:
                 break
-            found += self._claimed(drawn)
+            found += self._claimed(drawn, count - len(found))
         return found
 
     def _schedules(self, chosen: list[_Claimed], extra: list[_Claimed], round_: Round) -> list[Schedule]:
