@@ -6,6 +6,7 @@ import numpy as np
 import metasched
 from metasched.arrays import aligned_empty
 from metasched.errors import ScheduleError
+from metasched.timing import paired_times
 from metasched.tune import host_target
 
 try:  # PyTorch is a yardstick, never a dependency
@@ -73,3 +74,17 @@ def torch_baseline(wl):
     if wl.name == "batch_matmul":
         return lambda a, b: torch.bmm(torch.from_numpy(a), torch.from_numpy(b))
     return None
+
+
+def against_baselines(ours, inputs, baselines: dict) -> dict:
+    """``ours()`` timed in turns with each baseline (``label -> fn(*inputs)`` or None, skipped):
+    ``{"seconds": our median time over the pairings, label: its time / ours, ...}``. How
+    ``tune.py`` times a tuned kernel, and ``tvm_peer.py`` the peer's."""
+    ratios, seconds = {}, []
+    for label, baseline in baselines.items():
+        if baseline is not None:
+            mine, _, ratio = paired_times(ours, lambda: baseline(*inputs), rounds=5, repeat=3,
+                                          min_repeat_seconds=0.05, settle_seconds=0.1)
+            ratios[label] = ratio
+            seconds.append(mine)
+    return {"seconds": float(np.median(seconds)), **ratios}

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import environment, replayed_records, torch, torch_baseline
+from common import against_baselines, environment, replayed_records, torch, torch_baseline
 from metasched.arrays import aligned_empty
 from metasched.codegen import host_vector_bits
 from metasched import Database, assert_outputs_close, build, handwritten, tune, workloads
@@ -55,7 +55,6 @@ from metasched.measure import Builder
 from metasched.search import EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy
 from metasched.search.scoring import InProcess
 from metasched.space import cpu_default
-from metasched.timing import paired_times
 from metasched.tune import host_target
 from metasched.tune.tune import WorkerTasks
 from metasched.workloads.baselines import numpy_baseline
@@ -65,7 +64,12 @@ WORKLOADS = ["matmul_relu", "dense_bias_relu", "conv2d_bias_relu", "softmax", "r
 # them, measured on a machine whose fp32 peak it puts at about 220 GFLOP/s. The same recipe
 # (apache-tvm 0.27.0.post1, target llvm -mcpu=<host> with 2 cores, default search: at 64
 # trials that is one round of 64, chosen before its model has data), each kernel then timed
-# in turns with the baselines as `compare` times ours, gave on other hosts:
+# in turns with the baselines as `compare` times ours (`tvm_peer.py` since session 31), gave
+# on other hosts, walls with its builder's start:
+# - znver4, AVX-512 (AMD EPYC), seeds 0 and 1: matmul_relu 0.58x and 0.61x numpy (97 s, 77 s),
+#   dense_bias_relu 0.62x and 0.54x numpy (90 s, 85 s), conv2d_bias_relu 0.37x and 0.48x
+#   PyTorch, softmax 0.39x and 0.47x numpy (0.09x and 0.10x PyTorch; 308 s, 162 s),
+#   reduce_cols 0.03x numpy, batch_matmul 0.57x and 0.71x PyTorch;
 # - znver3, AVX2: matmul_relu 0.78x numpy (42.9 s), dense_bias_relu 0.85x numpy (68.4 s),
 #   conv2d_bias_relu 0.79x to 1.35x PyTorch (68.9 s), PyTorch's own time moving between 2.7
 #   and 4.0 ms there;
@@ -86,20 +90,13 @@ def compare(wl, db_path: str) -> dict:
     assert_outputs_close(wl, kernel(*inputs, poison=True), wl.reference(*inputs))
     outputs = [aligned_empty(b.shape, b.dtype) for b in kernel.func.outputs]
     ours = lambda: kernel.run(*inputs, *outputs)  # noqa: E731
-    ratios, seconds = {}, []
     baselines = {"numpy": numpy_baseline(wl), "PyTorch": torch_baseline(wl)}
     hand = handwritten.for_workload(wl, host_vector_bits())
     if hand is not None:
         hand_kernel = build(hand)
         hand_out = [aligned_empty(b.shape, b.dtype) for b in hand_kernel.func.outputs]
         baselines["hand-written"] = lambda *x: hand_kernel.run(*x, *hand_out)
-    for label, baseline in baselines.items():
-        if baseline is not None:
-            mine, theirs, ratio = paired_times(ours, lambda: baseline(*inputs), rounds=5, repeat=3,
-                                               min_repeat_seconds=0.05, settle_seconds=0.1)
-            ratios[label] = ratio
-            seconds.append(mine)
-    return {"seconds": float(np.median(seconds)), **ratios}
+    return against_baselines(ours, inputs, baselines)
 
 
 def search_share(result) -> float:
