@@ -37,8 +37,8 @@ from common import against_baselines, environment, torch_baseline
 from metasched import assert_outputs_close, workloads
 from metasched.codegen.target import host_cpu
 from metasched.workloads.baselines import numpy_baseline
+from tune import WORKLOADS
 
-WORKLOADS = ["matmul_relu", "dense_bias_relu", "conv2d_bias_relu", "softmax", "reduce_cols", "batch_matmul"]
 ZERO = tvm.tirx.const(0.0, "float32")
 # A build's time limit in TVM's builder (its default: 30 s). Its worker processes import
 # ``tvm.s_tir.tensor_intrin`` on their first build, which takes 19 s in a venv of its own and
