@@ -5,7 +5,8 @@
 A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``EvolutionaryConfig``
 (``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per
 proposal), ``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
-``cpu_default()``). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
+``cpu_default()``) or ``disallow_ops`` (``AutoInline``'s, the function names joined by ``+``,
+``exp+sqrt``, or nothing: ``disallow_ops=``). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
 the variants one after another (so that the load of this shared machine at a given moment
 falls on all of them); the first variant is the reference. Printed: per seed, each variant's
 best time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of
@@ -45,7 +46,7 @@ import numpy as np
 from common import environment
 from metasched import tune, workloads
 from metasched.search import EvolutionaryConfig, EvolutionarySearch
-from metasched.space import MultiLevelTiling, PostOrderApply, cpu_default
+from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, cpu_default
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
 _TILING_FLAGS = tuple(f.name for f in dataclasses.fields(MultiLevelTiling) if f.type in (bool, "bool"))
@@ -71,11 +72,15 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderA
                 raise ValueError(f"{text!r}: {name} must be 0 or 1")
             space.rules = [dataclasses.replace(rule, **{name: value == "1"}) if isinstance(rule, MultiLevelTiling)
                            else rule for rule in space.rules]
+        elif name == "disallow_ops":
+            ops = tuple(op for op in value.split("+") if op)
+            space.rules = [dataclasses.replace(rule, disallow_ops=ops) if isinstance(rule, AutoInline) else rule
+                           for rule in space.rules]
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
             raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option "
-                             f"({', '.join(_TILING_FLAGS)}) nor a field of EvolutionaryConfig ({', '.join(_FIELDS)})")
+                             f"({', '.join(_TILING_FLAGS)}), disallow_ops nor a field of EvolutionaryConfig ({', '.join(_FIELDS)})")
     return EvolutionaryConfig(**changes), batch_size, space
 
 
