@@ -29,8 +29,9 @@ DEFAULT_SKETCHES = {
     # S: rfactor over the outer or the inner tile of the rows (AddRFactor), or, unfactorised,
     # the column form of ContiguousReduction (rows outside vector lanes of columns).
     "reduce_cols": 3,
-    # e inlined (AutoInline); s and mx each: rfactor outer or inner, or the row form of
-    # ContiguousReduction with its partial block at the root or at the row loop: 4 x 4.
+    # e kept (AutoInline bars exp) and annotated, at the root (it has two consumers); s and mx
+    # each: rfactor outer or inner, or the row form of ContiguousReduction with its partial
+    # block at the root or at the row loop: 4 x 4.
     "softmax": 16,
     # P inlined; Y as matmul_relu's C, with bias + ReLU as the consumer.
     "conv2d_bias_relu": 5,
