@@ -8,7 +8,8 @@ from metasched.space.multi_level_tiling import MultiLevelTiling
 from metasched.space.parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from metasched.space.postprocs import RewriteParallelVectorizeUnroll, VerifyKernel
 from metasched.space.random_compute_location import RandomComputeLocation
+from metasched.space.transposed_read import TransposedReadTiling
 
 __all__ = ["AddRFactor", "AutoInline", "ContiguousReduction", "MultiLevelTiling", "ParallelizeVectorizeUnroll",
            "PostOrderApply", "Postproc", "RandomComputeLocation", "RewriteParallelVectorizeUnroll", "ScheduleRule",
-           "SpaceGenerator", "VerifyKernel", "cpu_default", "describe", "host_cores"]
+           "SpaceGenerator", "TransposedReadTiling", "VerifyKernel", "cpu_default", "describe", "host_cores"]

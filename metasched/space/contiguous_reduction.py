@@ -54,7 +54,7 @@ class ContiguousReduction(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
-        if not is_free_root_reduction(info) or info.has_data_reuse or not _loops_are_axes(info) or \
+        if not is_free_root_reduction(info) or info.has_data_reuse or not loops_are_axes(info) or \
                 math.prod(a.extent for a in info.reduction) < 2:
             return [sch]
         axis = contiguous_axis(info)
@@ -107,7 +107,7 @@ def contiguous_axis(info: analysis.BlockInfo) -> Optional[str]:
     return axis if axis is not None and extents[axis] > 1 else None
 
 
-def _loops_are_axes(info: analysis.BlockInfo) -> bool:
+def loops_are_axes(info: analysis.BlockInfo) -> bool:
     """Whether ``info``'s loops are still its axes, one loop each in the statement's order
     (spatial, then reduction), as before any loop primitive."""
     axes = info.spatial + info.reduction

@@ -9,6 +9,7 @@ from metasched.space.multi_level_tiling import MultiLevelTiling
 from metasched.space.parallel_vectorize_unroll import ParallelizeVectorizeUnroll
 from metasched.space.postprocs import RewriteParallelVectorizeUnroll, VerifyKernel
 from metasched.space.random_compute_location import RandomComputeLocation
+from metasched.space.transposed_read import TransposedReadTiling
 
 
 def cpu_default() -> PostOrderApply:
@@ -19,7 +20,9 @@ def cpu_default() -> PostOrderApply:
     or one that applies ``exp`` stays a stage of its own, as in TVM's CPU default),
     AddRFactor (rule 6), MultiLevelTiling with consumer fusion and a local cache stage (rules
     3 to 5), ContiguousReduction (vector lanes along the contiguous axis of a reduction without
-    data reuse, which TVM's space cannot express), ParallelizeVectorizeUnroll (annotations)
+    data reuse, which TVM's space cannot express), TransposedReadTiling (a spatial block that
+    reads a tensor across its memory order, tiled in two; beyond TVM's space too),
+    ParallelizeVectorizeUnroll (annotations)
     and RandomComputeLocation. The postprocessors turn the annotations into loop kinds and
     reject what the code generator cannot make correct or fast.
 
@@ -56,6 +59,13 @@ def cpu_default() -> PostOrderApply:
     1.20x on dense_bias_relu (``MultiLevelTiling``'s docstring). Other workloads have nothing
     to pack: their spaces are unchanged.
 
+    Transposed reads tiled (``TransposedReadTiling``): ``transpose_add`` (``C[i, j] = A[i, j] +
+    B[j, i]``, 2048 x 2048), 64 trials, seeds 0 and 1, timed in turns with the hand-written
+    ``tiled_transpose`` (znver4, 2 cores): without the rule 0.47 and 0.43 of its speed (12.8 and
+    12.1 ms: the fused loop's best program walks ``B`` a column at a time), with it 1.56 and 1.85
+    (3.6 and 3.0 ms; 8.2 and 8.7x numpy). No other built-in workload has such a block: their
+    spaces are unchanged.
+
     Unreused axes kept whole (``MultiLevelTiling(keep_unreused_axes_whole=True)``, beyond
     MetaSchedule's space): the batch axis of a batch matmul and the channel axis of a depthwise
     convolution index every tensor the block reads, so their tiles reuse nothing, and they are
@@ -72,6 +82,7 @@ def cpu_default() -> PostOrderApply:
                              cache_write_levels=(1, 2), cache_scope="local", pack_panels=True,
                              keep_unreused_axes_whole=True),
             ContiguousReduction(),
+            TransposedReadTiling(max_tile=64),
             ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,
                                        unroll_max_steps=(0, 16, 64, 512), unroll_explicit=True, num_cores=None),
             RandomComputeLocation(),

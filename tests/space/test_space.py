@@ -35,6 +35,8 @@ DEFAULT_SKETCHES = {
     "softmax": 16,
     # P inlined; Y as matmul_relu's C, with bias + ReLU as the consumer.
     "conv2d_bias_relu": 5,
+    # C reads B[j, i] across its memory order: plain, and tiled in two (TransposedReadTiling).
+    "transpose_add": 2,
 }
 
 
