@@ -6,8 +6,8 @@ A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``Evolution
 (``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per
 proposal), ``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
 ``cpu_default()``) or ``disallow_ops`` (``AutoInline``'s, the function names joined by ``+``,
-``exp+sqrt``, or nothing: ``disallow_ops=``). For each seed, every variant tunes WORKLOAD with that seed in a fresh database,
-the variants one after another (so that the load of this shared machine at a given moment
+``exp+sqrt``, or nothing: ``disallow_ops=``). For each seed, every variant tunes WORKLOAD with
+that seed in a fresh database, the variants one after another (so that the load of this shared machine at a given moment
 falls on all of them); the first variant is the reference. Printed: per seed, each variant's
 best time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of
 its best over the reference's across seeds, how many seeds it won, and its worst and best
@@ -80,7 +80,8 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderA
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
             raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option "
-                             f"({', '.join(_TILING_FLAGS)}), disallow_ops nor a field of EvolutionaryConfig ({', '.join(_FIELDS)})")
+                             f"({', '.join(_TILING_FLAGS)}), disallow_ops nor a field of EvolutionaryConfig "
+                             f"({', '.join(_FIELDS)})")
     return EvolutionaryConfig(**changes), batch_size, space
 
 

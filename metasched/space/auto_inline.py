@@ -54,7 +54,8 @@ class AutoInline(ScheduleRule):
       be recomputed).
     * ``disallow_if_then_else``: keep blocks whose body has a conditional (a padding stage).
     * ``disallow_ops``: keep blocks that apply any of these functions (``"exp"``, ``"max"``,
-      ... as written in the workload language); ``cpu_default()`` bars ``exp``, as TVM's CPU default does.
+      ... as written in the workload language); ``cpu_default()`` bars ``exp``, as TVM's CPU
+      default does.
 
     "Strictly" is TVM's ``require_injective`` and ``require_ordered``: the block must be
     ``analysis``'s element-wise (every tensor of its rank read at its own indices, in order).

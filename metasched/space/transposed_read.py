@@ -52,9 +52,9 @@ class TransposedReadTiling(ScheduleRule):
 def crossing_axis(info: analysis.BlockInfo) -> Optional[str]:
     """The axis (of extent above 1) that indexes the last dimension of a streamed read of
     ``info`` (one indexed by every axis of extent above 1) and is not its innermost axis
-    (also of extent above 1), where ``info`` is a spatial block at
-    the root whose loops are still its axes, serial, untouched by another rule; else None.
-    Of several such reads, the first."""
+    (also of extent above 1), where ``info`` is a spatial block at the root whose loops are
+    still its axes, serial, untouched by another rule; else None. Of several such reads, the
+    first."""
     if (info.is_reduction or info.attached_to is not None or len(info.spatial) < 2
             or TILING_STRUCTURE in info.annotations or not loops_are_axes(info)
             or any(lp.kind != "serial" or lp.attached for lp in info.loops)):
