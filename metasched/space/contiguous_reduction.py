@@ -96,15 +96,24 @@ def _lanes_innermost(sch: Schedule, partial: BlockRV, num_spatial: int) -> None:
 
 
 def contiguous_axis(info: analysis.BlockInfo) -> Optional[str]:
-    """The axis that indexes the last dimension of every streamed read of ``info`` (a read
-    indexed by every axis of extent above 1), when there is one, of extent above 1."""
-    extents = {a.name: a.extent for a in info.spatial + info.reduction}
-    needed = {name for name, extent in extents.items() if extent > 1}
-    streamed = {acc.axes[-1] for acc in info.accesses if acc.axes and needed <= set(acc.axes)}
+    """The axis that indexes the last dimension of every streamed read of ``info``
+    (``streamed_reads``), when there is one, of extent above 1."""
+    streamed = {acc.axes[-1] for acc in streamed_reads(info)}
     if len(streamed) != 1:
         return None
     axis = streamed.pop()
-    return axis if axis is not None and extents[axis] > 1 else None
+    return axis if axis is not None and _extents(info)[axis] > 1 else None
+
+
+def streamed_reads(info: analysis.BlockInfo) -> list[analysis.Access]:
+    """The reads of ``info`` indexed by every axis of extent above 1 (not a broadcast row or
+    column): those that stream the block's iteration space through memory."""
+    needed = {name for name, extent in _extents(info).items() if extent > 1}
+    return [acc for acc in info.accesses if acc.axes and needed <= set(acc.axes)]
+
+
+def _extents(info: analysis.BlockInfo) -> dict[str, int]:
+    return {a.name: a.extent for a in info.spatial + info.reduction}
 
 
 def loops_are_axes(info: analysis.BlockInfo) -> bool:

@@ -11,7 +11,7 @@ from typing import Optional
 
 from metasched.schedule import BlockRV, Schedule, analysis
 from metasched.space.base import ScheduleRule
-from metasched.space.contiguous_reduction import loops_are_axes
+from metasched.space.contiguous_reduction import loops_are_axes, streamed_reads
 from metasched.space.multi_level_tiling import TILING_STRUCTURE
 
 
@@ -23,8 +23,8 @@ class TransposedReadTiling(ScheduleRule):
     in two (sampled, the inner part at most ``max_tile``) and ordered ``outer parts (the
     axes' order), crossing inner, innermost inner``: a tile's reads of the crossed tensor
     use ``inner`` consecutive elements of each line, and its writes whole rows of the tile.
-    That is ``handwritten.tiled_transpose``. The block's plain form stays as the other fork:
-    tiny tensors, or a read that a later rule would turn around, may want it."""
+    That is ``handwritten.tiled_transpose``. The block's plain form stays as the other fork
+    (small tensors, whose lines all stay in cache, may run faster untiled)."""
 
     max_tile: int = 64
 
@@ -38,7 +38,7 @@ class TransposedReadTiling(ScheduleRule):
         loops = tiled.get_loops(block)
         inner_parts = []
         outer = list(loops)
-        for name in (crossing, names[-1]):
+        for name in (crossing, info.innermost_axis):
             k = names.index(name)
             loop = loops[k]
             part_outer, part_inner = tiled.split(
@@ -63,9 +63,8 @@ def crossing_axis(info: analysis.BlockInfo) -> Optional[str]:
     innermost = info.innermost_axis
     if extents[innermost] < 2:
         return None
-    needed = {name for name, extent in extents.items() if extent > 1}
-    for access in info.accesses:  # a streamed read: indexed by every axis (not a broadcast row)
-        if access.axes and needed <= set(access.axes) and access.axes[-1] != innermost \
-                and access.axes[-1] in needed:
-            return access.axes[-1]
+    for access in streamed_reads(info):
+        last = access.axes[-1]
+        if last is not None and last != innermost and extents.get(last, 1) > 1:
+            return last
     return None
