@@ -10,8 +10,10 @@ Per workload (matmul_relu 512, dense_bias_relu, conv2d_bias_relu, softmax 1024, 
 confirmation (its 4 fastest programs timed again together, in turns, which decides the best:
 ``tune``'s ``confirm``). Each best kernel is then built from its database, checked, and timed
 in turns with numpy (PyTorch when installed) and with the hand-written schedule where there is
-one (medians of 5 rounds). Printed per run: best time, the ratios (their time / ours: above 1
-we are faster), tuning wall time and the search's share of it (what is neither building nor
+one (medians of 5 rounds). Printed per run: best time, its GFLOP/s (and which fraction of this
+machine's fp32 FMA peak they are: ``peak.py``, measured at the start and again at the end of
+the bench, as the machine's speed drifts), the ratios (their time / ours: above 1 we are
+faster), tuning wall time and the search's share of it (what is neither building nor
 measuring); then per workload the median over the seeds of each figure; then random search
 against evolutionary at twice ``--trials``: the geometric mean over workloads and seeds of
 their speeds relative to numpy (each timed in turns with numpy). One run of 64 trials is one
@@ -48,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from common import against_baselines, environment, replayed_records, torch, torch_baseline
+from peak import fma_peak
 from metasched.arrays import aligned_empty
 from metasched.codegen import host_vector_bits
 from metasched import Database, assert_outputs_close, build, handwritten, tune, workloads
@@ -162,12 +165,14 @@ def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> dict
 RATIOS = ("numpy", "PyTorch", "hand-written")
 
 
-def print_row(name: str, seed: str, strategy: str, trials: int, found: dict, wall: float, share: float) -> None:
+def print_row(name: str, seed: str, strategy: str, trials: int, found: dict, wall: float, share: float,
+              peak: float) -> None:
     tvm_ratio, tvm_base, tvm_wall = TVM.get(name, (None, None, None))
     tvm = f"{tvm_ratio}x {tvm_base}, {tvm_wall} s" if tvm_ratio else "-"
     cells = [f"{found[k]:.2f}" if k in found else "-" for k in RATIOS]
-    print(f"| {name} | {seed} | {strategy} | {trials} | {found['seconds'] * 1e3:.3f} ms | {' | '.join(cells)} "
-          f"| {wall:.1f} s | {share:.0%} | {tvm} |", flush=True)
+    gflops = workloads.get(name).flops / found["seconds"] / 1e9
+    print(f"| {name} | {seed} | {strategy} | {trials} | {found['seconds'] * 1e3:.3f} ms | {gflops:.0f} "
+          f"({gflops / peak:.0%}) | {' | '.join(cells)} | {wall:.1f} s | {share:.0%} | {tvm} |", flush=True)
 
 
 def main() -> None:
@@ -180,8 +185,10 @@ def main() -> None:
     args = parser.parse_args()
     n, names, seeds = args.trials, args.workloads.split(","), range(args.seeds)
     print(f"{environment()}" + (f", torch {torch.__version__}" if torch else ", PyTorch not installed"))
-    header = ("| workload | seed | search | trials | best | vs numpy | vs PyTorch | vs hand-written | "
-              "wall | search share | TVM-64 |")
+    peak = fma_peak()
+    print(f"fp32 FMA peak of this machine, measured now (bench/peak.py): {peak:.0f} GFLOP/s")
+    header = ("| workload | seed | search | trials | best | GFLOP/s (of peak) | vs numpy | vs PyTorch | "
+              "vs hand-written | wall | search share | TVM-64 |")
     print(f"\n{header}\n|{'---|' * (header.count('|') - 1)}")
     settings = [("evolutionary", n), ("evolutionary", 2 * n), ("replay", 2 * n)]
     # Each best's speed relative to numpy, timed in turns with it: the runs' best times, taken
@@ -210,7 +217,7 @@ def main() -> None:
                     runs[strategy, trials].append((found, wall[path], search_share(result)))
                     if trials == 2 * n:
                         geo[strategy].append(found["numpy"])
-                    print_row(name, str(seed), strategy, trials, found, wall[path], search_share(result))
+                    print_row(name, str(seed), strategy, trials, found, wall[path], search_share(result), peak)
                 if name in MODEL_WORKLOADS:
                     quality.append(model_quality(wl, [evo_db, rand_db]))
             if len(seeds) > 1:
@@ -218,7 +225,7 @@ def main() -> None:
                     medians = {k: float(np.median([f[k] for f, _, _ in found]))
                                for k in ("seconds", *RATIOS) if k in found[0][0]}
                     print_row(name, "median", strategy, trials, medians, float(np.median([w for _, w, _ in found])),
-                              float(np.median([s for _, _, s in found])))
+                              float(np.median([s for _, _, s in found])), peak)
             if quality:
                 mean = {k: float(np.mean([q[k] for q in quality])) for k in quality[0]}
                 print(f"|   model on {mean['records']:.0f} records of {name} (5-fold, mean of {len(quality)} "
@@ -238,6 +245,7 @@ def main() -> None:
                       ", ".join(f"{np.median(found):.0f} in {label} (median of "
                                 f"{', '.join(f'{r:.0f}' for r in found)})" for label, found in rates.items()),
                       flush=True)
+        print(f"\nfp32 FMA peak of this machine, measured again: {fma_peak():.0f} GFLOP/s")
 
 
 if __name__ == "__main__":
