@@ -3,15 +3,17 @@
     python bench/search_variants.py WORKLOAD VARIANT... [--trials 64] [--seeds 0-7]
 
 A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``EvolutionaryConfig``
-(``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per
-proposal), ``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
+(``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per proposal),
+``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
 ``cpu_default()``) or ``disallow_ops`` (``AutoInline``'s, the function names joined by ``+``,
-``exp+sqrt``, or nothing: ``disallow_ops=``). For each seed, every variant tunes WORKLOAD with
-that seed in a fresh database, the variants one after another (so that the load of this shared machine at a given moment
-falls on all of them); the first variant is the reference. Printed: per seed, each variant's
-best time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of
-its best over the reference's across seeds, how many seeds it won, and its worst and best
-seed.
+``exp+sqrt``, or nothing: ``disallow_ops=``) or ``warm_start=PATH`` (the cost model starts trained
+on the records of the other workloads in the database at PATH, measured on this host:
+``GBTModel.from_database``, made anew for each run; ``GBTModel.weights`` has what it gave). For
+each seed, every variant tunes WORKLOAD with that seed in a fresh database, the variants one after
+another (so that the load of this shared machine at a given moment falls on all of them); the
+first variant is the reference. Printed: per seed, each variant's best time (as its tuner recorded
+it) and tuning wall; then per variant the geometric mean of its best over the reference's across
+seeds, how many seeds it won, and its worst and best seed.
 
 Why paired seeds and many of them: one run of 64 trials is one draw from a wide distribution.
 On a znver3 (AVX2, 2 cores), runs with the defaults and seeds 0 to 7 ended between 2.25 and
@@ -44,21 +46,40 @@ from pathlib import Path
 import numpy as np
 
 from common import environment
-from metasched import tune, workloads
-from metasched.search import EvolutionaryConfig, EvolutionarySearch
+from metasched import Database, tune, workloads
+from metasched.search import EvolutionaryConfig, EvolutionarySearch, GBTModel
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, cpu_default
+from metasched.tune import host_target
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
 _TILING_FLAGS = tuple(f.name for f in dataclasses.fields(MultiLevelTiling) if f.type in (bool, "bool"))
 
 
-def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderApply]:
-    """The config, batch size (None: the strategy's) and space a VARIANT names."""
+@dataclasses.dataclass
+class Variant:
+    """What a VARIANT names: the search's config, the batch size (None: the strategy's), the
+    space, and the database whose other workloads' records warm-start the model (or None)."""
+
+    config: EvolutionaryConfig
+    batch_size: int | None
+    space: PostOrderApply
+    warm_start: str | None = None
+
+    def strategy(self, wl) -> EvolutionarySearch:
+        if self.warm_start is None:
+            return EvolutionarySearch(self.config)
+        with Database(self.warm_start) as db:
+            others = [db.workload(summary.key) for summary in db.workloads() if summary.key != wl.key]
+            return EvolutionarySearch(self.config, model=GBTModel.from_database(db, others, host_target()))
+
+
+def parse_variant(text: str) -> Variant:
+    """The ``Variant`` a VARIANT names."""
     space = cpu_default()
     if text == "default":
-        return EvolutionaryConfig(), None, space
+        return Variant(EvolutionaryConfig(), None, space)
     changes: dict[str, object] = {}
-    batch_size = None
+    batch_size, warm_start = None, None
     for pair in text.split(","):
         name, sep, value = pair.partition("=")
         if not sep:
@@ -76,13 +97,17 @@ def parse_variant(text: str) -> tuple[EvolutionaryConfig, int | None, PostOrderA
             ops = tuple(op for op in value.split("+") if op)
             space.rules = [dataclasses.replace(rule, disallow_ops=ops) if isinstance(rule, AutoInline) else rule
                            for rule in space.rules]
+        elif name == "warm_start":
+            if not Path(value).is_file():
+                raise ValueError(f"{text!r}: no database at {value!r}")
+            warm_start = value
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
             raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option "
-                             f"({', '.join(_TILING_FLAGS)}), disallow_ops nor a field of EvolutionaryConfig "
-                             f"({', '.join(_FIELDS)})")
-    return EvolutionaryConfig(**changes), batch_size, space
+                             f"({', '.join(_TILING_FLAGS)}), disallow_ops, warm_start nor a field of "
+                             f"EvolutionaryConfig ({', '.join(_FIELDS)})")
+    return Variant(EvolutionaryConfig(**changes), batch_size, space, warm_start)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -115,10 +140,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         for seed in args.seeds:
             cells = []
-            for k, (text, (config, batch_size, space)) in enumerate(variants.items()):
+            for k, (text, variant) in enumerate(variants.items()):
                 started = time.perf_counter()
                 result = tune(wl, trials=args.trials, database=str(Path(scratch) / f"{seed}.{k}.db"), seed=seed,
-                              strategy=EvolutionarySearch(config), batch_size=batch_size, space=space)
+                              strategy=variant.strategy(wl), batch_size=variant.batch_size, space=variant.space)
                 found = result.best_seconds or float("inf")  # inf: no program ran
                 best[text].append(found)
                 cells.append(f"{found * 1e3:.3f} ms ({time.perf_counter() - started:.0f} s)")
