@@ -48,15 +48,15 @@ PICKS = 16
 class _Trees(GBTModel):
     """The trees alone, without ``_LanesThenTrees``'s line: the model before it."""
 
-    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
-        return self._make().fit(rows, _log_labels(labels))
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights=None):
+        return self._make().fit(rows, _log_labels(labels), sample_weight=weights)
 
 
 class _Weighted(GBTModel):
     """The trees alone, fitted with weights: 0.05 plus each program's squared normalised
     throughput (tried and not taken; ``_log_labels``'s docstring)."""
 
-    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights=None):  # its own weights
         return self._make().fit(rows, _log_labels(labels), sample_weight=0.05 + labels ** 2)
 
 
@@ -64,10 +64,10 @@ class _Extra(_Trees):
     """The mean of the log predictions of the trees alone and of 50 extra trees (tried and not
     taken; ``GBTModel._make``'s comment)."""
 
-    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights=None):
         from sklearn.ensemble import ExtraTreesRegressor
         extra = ExtraTreesRegressor(n_estimators=50, min_samples_leaf=2, random_state=self.seed)
-        return _Mean(super()._fitted(rows, labels), extra.fit(rows, _log_labels(labels)))
+        return _Mean(super()._fitted(rows, labels, weights), extra.fit(rows, _log_labels(labels), sample_weight=weights))
 
 
 class _Mean:

@@ -16,13 +16,16 @@ by default, ``GradientBoostingRegressor`` with ``kind="exact"``) and refits on e
 the default's trees fit only the columns that vary (``_varying_columns``) and predict as
 tables (``tree_tables.TreeTables``: scikit-learn's very values, in a quarter of its time);
 ``RandomModel`` scores at random, the baseline a learned model must beat. A model trained on one
-workload's records scores another's (``GBTModel.from_database`` warm-starts from a database).
+workload's records scores another's (``GBTModel.from_database`` warm-starts from a database);
+when it knows several workloads, each weighs as much in the fit as any other
+(``GBTModel.weights``), so that the few records of a run that just started are not drowned by
+the hundreds it was warm-started on.
 """
 from __future__ import annotations
 
 import pickle
 from abc import ABC, abstractmethod
-from collections import defaultdict
+from collections import Counter, defaultdict
 from os import PathLike
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
@@ -189,12 +192,32 @@ class GBTModel(CostModel):
             self._regressor = None
             return
         with _one_thread():  # see ``predict_rows``
-            self._regressor = self._fitted(np.stack(self._rows), labels)
+            self._regressor = self._fitted(np.stack(self._rows), labels, self.weights())
 
-    def _fitted(self, rows: np.ndarray, labels: np.ndarray):
+    def weights(self) -> Optional[np.ndarray]:
+        """Each program's weight in the fit: one over its workload's count of programs (scaled
+        to a mean of 1), so that every workload counts as much as any other, however many
+        records it has; None (all alike) when the model knows one workload.
+
+        A model warm-started on 256 records of another workload (``bench/search_variants.py W
+        default warm_start=DB``, 8 paired seeds, znver4, 2 cores; warm / cold best time),
+        without weights, then with: conv2d_bias_relu from conv2d_bias_relu at another size
+        (128 channels, 28 x 28) at 64 trials 0.981 (won 4) then 0.940 (won 6, slowest seed
+        1.01 against 1.11); dense_bias_relu from matmul_relu at 32 trials 0.901 (won 6, slowest
+        1.10) then 0.933 (won 7, slowest 1.02); conv2d_bias_relu from matmul_relu at 64 trials
+        1.021 (won 3) then 1.017 (won 2): a workload of another kind does not help either way.
+        Unweighted, the 16 records of a run's first proposal were 6% of the fit."""
+        counts = Counter(self._groups)
+        if len(counts) < 2:
+            return None
+        weights = np.array([1.0 / counts[group] for group in self._groups])
+        return weights / weights.mean()
+
+    def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None):
         """The regressor fitted on program ``rows`` and their normalised throughputs ``labels``
-        (enough of them, not all equal): the line in lanes, then ``_make``'s trees."""
-        return _LanesThenTrees(self._make()).fit(rows, _log_labels(labels))
+        (enough of them, not all equal), each row of ``weights`` (None: all alike): the line in
+        lanes, then ``_make``'s trees."""
+        return _LanesThenTrees(self._make()).fit(rows, _log_labels(labels), weights)
 
     def _make(self):
         if self.kind == "hist":
@@ -294,15 +317,22 @@ class _LanesThenTrees:
         self._tables: Optional[TreeTables] = None  # the trees as tables, where they are equal
         self._columns: Optional[np.ndarray] = None  # the columns the trees read (None: all)
 
-    def fit(self, rows: np.ndarray, labels: np.ndarray) -> _LanesThenTrees:
+    def fit(self, rows: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None) -> _LanesThenTrees:
+        """Fitted to ``labels`` (log throughputs), each row counted by its weight (None: all
+        alike)."""
         lanes = rows[:, _LANES].astype(float)
-        spread = lanes - lanes.mean()
+        mean_lanes, mean_labels = np.average(lanes, weights=weights), np.average(labels, weights=weights)
+        spread = lanes - mean_lanes
+        weighted = spread if weights is None else weights * spread
         # Least squares, the slope held at 0 or above.
-        self.slope = max(0.0, float(spread @ (labels - labels.mean()) / (spread @ spread))) if spread.any() else 0.0
-        self.intercept = float(labels.mean() - self.slope * lanes.mean())
+        self.slope = max(0.0, float(weighted @ (labels - mean_labels) / (weighted @ spread))) if spread.any() else 0.0
+        self.intercept = float(mean_labels - self.slope * mean_lanes)
         self._columns = _varying_columns(rows) if isinstance(self.trees, _hist_regressor()) else None
         fitted = self._read(rows)
-        self.trees.fit(fitted, labels - self._line(rows))
+        if weights is None:
+            self.trees.fit(fitted, labels - self._line(rows))
+        else:
+            self.trees.fit(fitted, labels - self._line(rows), sample_weight=weights)
         self._tables = TreeTables.of(self.trees, fitted)
         return self
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from sklearn.ensemble import HistGradientBoostingRegressor
 
-from metasched.search import pairwise_accuracy
+from metasched.search import GBTModel, pairwise_accuracy
 from metasched.search.cost_model import _LANES, _LanesThenTrees
 from metasched.search.features import FEATURE_NAMES
 
@@ -63,6 +63,31 @@ def test_programs_without_vectorized_loops_are_fitted_by_the_trees_alone():
     assert model.slope == 0.0
     np.testing.assert_allclose(model.predict(rows), _trees().fit(rows, labels - labels.mean()).predict(rows)
                                + labels.mean())
+
+
+def test_a_weighted_line_is_the_line_of_the_rows_repeated_by_their_weights():
+    rng = np.random.default_rng(4)
+    lanes = rng.integers(0, 5, 20).astype(float)
+    labels = 0.3 * lanes + rng.normal(0, 0.2, 20)
+    counts = rng.integers(1, 4, 20)
+    weighted = _LanesThenTrees(_trees()).fit(_rows_with_lanes(lanes), labels, counts.astype(float))
+    repeated = _LanesThenTrees(_trees()).fit(_rows_with_lanes(np.repeat(lanes, counts)), np.repeat(labels, counts))
+    assert weighted.slope == pytest.approx(repeated.slope) and weighted.slope > 0
+    assert weighted.intercept == pytest.approx(repeated.intercept)
+
+
+def test_each_workload_weighs_as_much_as_any_other_in_the_fit():
+    model = GBTModel()
+    for group, count in (("a", 30), ("b", 10), ("c", 1)):
+        for k in range(count):
+            model._add(np.zeros(3, dtype=np.float32), group, 1e-3 * (k + 1))
+    weights = model.weights()
+    groups = np.array(model._groups)
+    totals = [weights[groups == g].sum() for g in "abc"]
+    assert totals == pytest.approx([totals[0]] * 3) and weights.mean() == pytest.approx(1.0)
+    alone = GBTModel()
+    alone._add(np.zeros(3, dtype=np.float32), "a", 1e-3)
+    assert alone.weights() is None  # one workload: every program alike, as before
 
 
 # -- the trees fit only the columns that vary: the same trees, sooner -----------------------
