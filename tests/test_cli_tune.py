@@ -174,6 +174,57 @@ def test_tune_with_a_larger_budget_adds_exactly_the_difference(tuned, tmp_path, 
     assert Trace.parse(block_after(out, "# best trace")) == best.trace
 
 
+# ---- tune --warm-start ------------------------------------------------------------------------
+
+OTHER, OTHER_PARAMS = "dense_bias_relu", ["-p", "M=16", "-p", "K=32", "-p", "N=32"]
+
+
+def test_tune_warm_starts_the_model_on_another_workloads_records(tuned, tmp_path, capsys):
+    db = copy_db(tuned.db, tmp_path / "copy.db")
+    code = main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db, "--warm-start", TARGET])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    # the fixture's four records: fewer than the model learns from, and it says so
+    assert f"cost model warm-started on {TRIALS} records of matmul_relu(M=32, N=32, K=32) (too few" in out
+    with Database(db) as opened:
+        assert len(opened.records(workloads.get(OTHER, M=16, K=32, N=32))) == 2
+        assert len(opened.records(tuned.wl)) == TRIALS  # read, not changed
+
+
+@pytest.mark.parametrize("args, says", [
+    ([TARGET, *PARAMS, "--warm-start", TARGET], "the workload being tuned"),
+    ([OTHER, *OTHER_PARAMS, "--warm-start", "nosuch"], "no workload whose key or name is 'nosuch'"),
+    ([OTHER, *OTHER_PARAMS, "--warm-start", TARGET, "--strategy", "replay"], "--strategy replay has none"),
+], ids=["itself", "unknown", "random search"])
+def test_tune_warm_start_refusals_are_user_errors(args, says, tuned, tmp_path, capsys):
+    db = copy_db(tuned.db, tmp_path / "copy.db")
+    assert main(["tune", *args, "--trials", "2", "--db", db]) == EXIT_USER_ERROR
+    captured = capsys.readouterr()
+    assert_one_line_error(captured.err)
+    assert says in captured.err
+    with Database(db) as opened:
+        assert sum(w.records for w in opened.workloads()) == TRIALS  # nothing tuned
+
+
+def test_tune_warm_start_from_records_of_another_cpu_only_is_a_user_error(tuned, tmp_path, capsys):
+    db = str(tmp_path / "elsewhere.db")
+    elsewhere = Target(cpu="othercpu", features="+sse2", num_threads=host_target().num_threads + 1)
+    with Database(db) as opened:
+        opened.commit(tuned.wl, Schedule(tuned.wl).trace, target=elsewhere, seconds=[1e-3])
+    assert main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db, "--warm-start", TARGET]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert_one_line_error(err)
+    assert "holds no records of matmul_relu measured on this CPU" in err
+
+
+def test_tune_warm_start_needs_the_database_to_exist(tmp_path, capsys):
+    db = tmp_path / "new.db"
+    code = main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", str(db), "--warm-start", TARGET])
+    assert code == EXIT_USER_ERROR
+    assert_one_line_error(capsys.readouterr().err)
+    assert not db.exists()
+
+
 # ---- tune: bad arguments ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("args", [
@@ -423,7 +474,7 @@ def test_help_lists_the_tuning_commands(capsys):
 
 
 @pytest.mark.parametrize("command, options", [
-    ("tune", ["--trials", "--db", "--plot", "--seed", "-p"]),
+    ("tune", ["--trials", "--db", "--plot", "--seed", "-p", "--warm-start"]),
     ("best", ["--db"]),
     ("trace", ["--db", "-o"]),
     ("replay", ["TRACE_FILE", "TARGET"]),
