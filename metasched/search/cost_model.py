@@ -329,10 +329,7 @@ class _LanesThenTrees:
         self.intercept = float(mean_labels - self.slope * mean_lanes)
         self._columns = _varying_columns(rows) if isinstance(self.trees, _hist_regressor()) else None
         fitted = self._read(rows)
-        if weights is None:
-            self.trees.fit(fitted, labels - self._line(rows))
-        else:
-            self.trees.fit(fitted, labels - self._line(rows), sample_weight=weights)
+        self.trees.fit(fitted, labels - self._line(rows), sample_weight=weights)
         self._tables = TreeTables.of(self.trees, fitted)
         return self
 
