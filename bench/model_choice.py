@@ -67,7 +67,8 @@ class _Extra(_Trees):
     def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights=None):
         from sklearn.ensemble import ExtraTreesRegressor
         extra = ExtraTreesRegressor(n_estimators=50, min_samples_leaf=2, random_state=self.seed)
-        return _Mean(super()._fitted(rows, labels, weights), extra.fit(rows, _log_labels(labels), sample_weight=weights))
+        return _Mean(super()._fitted(rows, labels, weights),
+                     extra.fit(rows, _log_labels(labels), sample_weight=weights))
 
 
 class _Mean:

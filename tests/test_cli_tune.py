@@ -18,6 +18,7 @@ import metasched
 from metasched import Database, Trace, workloads
 from metasched.cli import EXIT_OK, EXIT_USER_ERROR, main
 from metasched.database import Target, program_key
+from metasched.errors import ScheduleError
 from metasched.schedule import Schedule
 from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
@@ -189,6 +190,25 @@ def test_tune_warm_starts_the_model_on_another_workloads_records(tuned, tmp_path
     with Database(db) as opened:
         assert len(opened.records(workloads.get(OTHER, M=16, K=32, N=32))) == 2
         assert len(opened.records(tuned.wl)) == TRIALS  # read, not changed
+
+
+def test_tune_warm_started_on_enough_records_learns_from_them(tmp_path, capsys):
+    db, other = str(tmp_path / "warm.db"), workloads.get(TARGET, M=16, N=32, K=16)
+    traces = {}
+    for seed in range(60):
+        try:
+            sch = cpu_default().sample(other, seed)
+        except ScheduleError:
+            continue
+        traces.setdefault(program_key(sch.trace), sch.trace)
+    assert len(traces) >= 16  # MIN_TRAINING_PROGRAMS: enough to learn from
+    with Database(db) as opened:  # sampled programs with made-up times: nothing is measured
+        for k, trace in enumerate(traces.values()):
+            opened.commit(other, trace, target=host_target(), seconds=[1e-3 * (1 + k % 7)])
+    code = main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db, "--warm-start", TARGET])
+    out = capsys.readouterr().out
+    assert code == EXIT_OK
+    assert f"cost model warm-started on {len(traces)} records of matmul_relu(M=16, N=32, K=16)\n" in out
 
 
 @pytest.mark.parametrize("args, says", [
