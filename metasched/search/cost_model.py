@@ -204,9 +204,10 @@ class GBTModel(CostModel):
         without weights, then with: conv2d_bias_relu from conv2d_bias_relu at another size
         (128 channels, 28 x 28) at 64 trials 0.981 (won 4) then 0.940 (won 6, slowest seed
         1.01 against 1.11); dense_bias_relu from matmul_relu at 32 trials 0.901 (won 6, slowest
-        1.10) then 0.933 (won 7, slowest 1.02); conv2d_bias_relu from matmul_relu at 64 trials
-        1.021 (won 3) then 1.017 (won 2): a workload of another kind does not help either way.
-        Unweighted, the 16 records of a run's first proposal were 6% of the fit."""
+        1.10) then 0.933 (won 7, slowest 1.02), at 64 trials 0.961 (won 7) then 0.969 (won 5);
+        conv2d_bias_relu from matmul_relu at 64 trials 1.021 (won 3) then 1.017 (won 2): a
+        workload of another kind does not help either way. Unweighted, the 16 records of a
+        run's first proposal were 6% of the fit."""
         counts = Counter(self._groups)
         if len(counts) < 2:
             return None
