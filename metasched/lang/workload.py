@@ -12,7 +12,7 @@ import numpy as np
 
 from metasched.arrays import aligned
 from metasched.ir.expr import BinOp, Call, Expr, Load, Neg, Var
-from metasched.ir.analysis import walk
+from metasched.ir.analysis import simplify, substitute, transform, walk
 from metasched.lang.reference import evaluate
 
 REDUCE_OPS = ("sum", "prod", "max", "min")
@@ -91,6 +91,24 @@ def reduce_init(op: str) -> float:
     return {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[op]
 
 
+def _statement_kind(s: Statement) -> str:
+    """``op(body)`` of a reduction, ``body`` of an element-wise statement, with its axes renamed by
+    position (spatial ``s0, s1, ...``, reduction ``r0, ...``) and the tensors it reads by first
+    use (``t0, t1, ...``); indices simplified again after the renaming, so that their terms
+    come in the new names' order."""
+    axes = {a.name: Var(f"s{k}") for k, a in enumerate(s.axes)}
+    axes.update({a.name: Var(f"r{k}") for k, a in enumerate(s.reduce_axes)})
+    tensors = {name: f"t{k}" for k, name in enumerate(s.reads())}
+
+    def renamed(e: Expr) -> Optional[Expr]:
+        if isinstance(e, Load):
+            return Load(tensors[e.buffer], tuple(simplify(i) for i in e.indices), e.dtype_)
+        return None
+
+    body = transform(substitute(s.body, axes), renamed)
+    return f"{s.reduce_op}({body})" if s.is_reduction else str(body)
+
+
 def _body_flops(body: Expr) -> int:
     # Float arithmetic, negation and math calls count one each; index arithmetic,
     # comparisons, conditionals and loads count nothing.
@@ -146,6 +164,19 @@ class Workload:
         ``canonical_text``, the same in every process and on every machine (unlike ``hash``,
         which Python salts per process). The tuning database finds a workload's records by it."""
         return hashlib.sha256(self.canonical_text.encode()).hexdigest()[:24]
+
+    @cached_property
+    def kind(self) -> str:
+        """What sort of computation this is, whatever its sizes and names: the dtype, then its
+        reductions in order (every statement when it has none), each as ``op(body)`` with the
+        statement's axes renamed by position and the tensors it reads by first use. The
+        element-wise statements around a reduction (a bias, a ReLU, a padding) do not count:
+        the space tiles the reductions, and fuses or inlines the rest. matmul_relu and
+        dense_bias_relu are one kind, ``float32 sum(t0[s0, r0] * t1[r0, s1])``;
+        conv2d_bias_relu is another at any channels and image size. ``tune`` warm-starts the
+        cost model on records of a workload of the same kind."""
+        chosen = [s for s in self.statements if s.is_reduction] or list(self.statements)
+        return f"{self.dtype} " + "; ".join(_statement_kind(s) for s in chosen)
 
     @property
     def outputs(self) -> tuple[TensorDecl, ...]:
