@@ -253,13 +253,19 @@ class GBTModel(CostModel):
 
     @classmethod
     def from_database(cls, database: Database, workloads: Iterable[Workload],
-                      target: Optional[Target] = None, kind: str = "hist", seed: int = 0) -> GBTModel:
+                      target: Optional[Target] = None, kind: str = "hist", seed: int = 0,
+                      most: Optional[int] = None) -> GBTModel:
         """A model trained on the records of ``workloads`` in ``database`` (those of
-        ``target`` when given): their traces are replayed and lowered again, so records of any
+        ``target`` when given), at most ``most`` of each workload (None: all), spread evenly
+        over the order they were measured in (a run's first, random programs and its last,
+        tuned ones alike): their traces are replayed and lowered again, so records of any
         feature version serve. A record whose trace no longer replays is skipped."""
         model = cls(kind, seed)
         for wl in workloads:
-            for record in database.records(wl, target):
+            records = database.records(wl, target)
+            if most is not None and len(records) > most:
+                records = [records[i] for i in np.linspace(0, len(records) - 1, most).round().astype(int)]
+            for record in records:
                 try:
                     sch = replay(wl, record.trace)
                 except ScheduleError:

@@ -114,7 +114,10 @@ def test_a_model_warm_starts_from_another_workloads_records(tmp_path, samples, w
         for sch in samples[:40]:
             db.commit(wl, sch.trace, target=target, seconds=[fake_seconds(sch)])
         model = GBTModel.from_database(db, [wl], target)
+        spread = GBTModel.from_database(db, [wl], target, most=5)  # the 1st, 11th, 21st, 30th and 40th
+        assert GBTModel.from_database(db, [wl], target, most=40)._seconds == model._seconds
     assert len(model) == 40
+    assert spread._seconds == [fake_seconds(samples[i]) for i in (0, 10, 20, 29, 39)]
     other = workloads.get("matmul_relu", M=64, N=32, K=64)
     others = []
     for seed in range(40):
