@@ -17,6 +17,7 @@ from metasched.errors import (
     ParseError,
     ScheduleError,
     TraceError,
+    WarmStartError,
 )
 from metasched.lang import Workload, assert_outputs_close, load, parse
 from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace, replay
@@ -28,6 +29,6 @@ __version__ = "0.1.0"
 __all__ = [
     "BlockRV", "CodegenOptions", "Database", "DatabaseError", "ExprRV", "Instruction", "Kernel",
     "KernelArgumentError", "LoopRV", "MetaschedError", "MismatchError", "ParseError", "Schedule",
-    "ScheduleError", "Trace", "TraceError", "TuneResult", "Workload", "assert_outputs_close", "build",
-    "diff", "load", "parse", "replay", "tune", "workloads",
+    "ScheduleError", "Trace", "TraceError", "TuneResult", "WarmStartError", "Workload", "assert_outputs_close",
+    "build", "diff", "load", "parse", "replay", "tune", "workloads",
 ]

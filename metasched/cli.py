@@ -7,7 +7,8 @@
                                                program where there is none), check it, time it
                                                against numpy
     metasched tune TARGET --trials N --db PATH  search for a fast program, recording every trial
-                [--warm-start WORKLOAD]        (its cost model first trained on another's records)
+                [--warm-start WORKLOAD]        (its cost model first trained on another's records:
+                [--no-warm-start]              by default those of a workload of the same kind)
     metasched best TARGET --db PATH            the best program recorded, timed against numpy
     metasched trace TARGET --db PATH -o FILE   save the best trace as editable text
     metasched replay TRACE_FILE TARGET         build a trace, check it, time it against numpy
@@ -42,8 +43,7 @@ from metasched.errors import DatabaseError, MetaschedError, MismatchError, Unkno
 from metasched.lang import Workload, assert_outputs_close, load
 from metasched.lang.reference import DEFAULT_CHUNK_BYTES
 from metasched.schedule import Schedule, Trace, replay
-from metasched.search import DEFAULT_STRATEGY, STRATEGIES, EvolutionarySearch, GBTModel
-from metasched.search.cost_model import MIN_TRAINING_PROGRAMS
+from metasched.search import DEFAULT_STRATEGY, STRATEGIES
 from metasched.timing import format_gflops, format_seconds, paired_times
 from metasched.tune import host_target, tune
 from metasched.workloads.baselines import numpy_baseline
@@ -310,31 +310,14 @@ def _check_plot_path(path: str) -> None:
         raise _UserError("--plot needs matplotlib: pip install 'metasched[plot]'") from None
 
 
-def _warm_started(db: Database, wl: Workload, names: Sequence[str]) -> EvolutionarySearch:
-    """Evolutionary search whose cost model starts trained on the records, measured on this CPU,
-    of the workloads ``names`` names in ``db`` (names or keys, as ``Database.workload`` reads
-    them)."""
-    others = []
-    for name in names:
-        other = db.workload(name)  # DatabaseError: none, several, or no source to rebuild it from
-        if other.key == wl.key:
-            raise _UserError(f"--warm-start {name}: that is the workload being tuned; its own records "
-                             f"in {db.path} train the model anyway")
-        others.append(other)
-    model = GBTModel.from_database(db, others, host_target())
-    if not len(model):
-        raise _UserError(f"--warm-start: {db.path} holds no records of {', '.join(names)} measured on this CPU")
-    unsure = "" if model.informed else f" (too few to learn from: it scores at random until it knows " \
-                                       f"{MIN_TRAINING_PROGRAMS} programs)"
-    print(f"cost model warm-started on {len(model)} records of {', '.join(_call(o) for o in others)}{unsure}")
-    return EvolutionarySearch(model=model)
-
-
 def _cmd_tune(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, dict(args.param), args.name)
     _check_fits(wl)
     if args.plot:
         _check_plot_path(args.plot)
+    if args.warm_start and args.no_warm_start:
+        raise _UserError("--warm-start names workloads to warm-start on and --no-warm-start asks for none: "
+                         "give one of them")
     if args.warm_start and args.strategy != "evolutionary":
         raise _UserError(f"--warm-start trains the cost model of evolutionary search; --strategy "
                          f"{args.strategy} has none")
@@ -342,9 +325,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         raise _UserError(f"--warm-start reads the records of other workloads in --db {args.db}, "
                          f"which does not exist")
     with Database(args.db) as db:
-        strategy = _warm_started(db, wl, args.warm_start) if args.warm_start else args.strategy
-        result = tune(wl, trials=args.trials, database=db, seed=args.seed, strategy=strategy,
-                      progress=True)
+        # DatabaseError for a name of no workload, of several, or of one that cannot be rebuilt.
+        warm = [db.workload(name) for name in args.warm_start] or not args.no_warm_start
+        result = tune(wl, trials=args.trials, database=db, seed=args.seed, strategy=args.strategy,
+                      progress=True, warm_start=warm)
         failed = len(result.failures)
         print(f"{_call(wl)}: {len(result.history)} new trials ({failed} failed), "
               f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
@@ -448,8 +432,11 @@ def _extra_tune(cmd: argparse.ArgumentParser) -> None:
                           f"evolution under a learned cost model; replay: random samples)")
     cmd.add_argument("--warm-start", action="append", default=[], metavar="WORKLOAD",
                      help="start the cost model trained on the records of WORKLOAD (its name or key in "
-                          "the database) measured on this CPU: a workload of the same kind (dense "
-                          "after matmul) makes the first trials better (repeatable)")
+                          "the database) measured on this CPU (repeatable); without it, on those of "
+                          "the workload of the same kind with the most records, if any (dense after "
+                          "matmul: the first trials do better)")
+    cmd.add_argument("--no-warm-start", action="store_true",
+                     help="start the cost model knowing nothing of other workloads")
 
 
 def _db_option(cmd: argparse.ArgumentParser, helptext: str = "the tuning database") -> None:

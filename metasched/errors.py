@@ -85,3 +85,9 @@ class DatabaseError(MetaschedError):
     """A tuning database cannot be opened, read or written: the file is not a metasched
     database, is damaged or was made by a newer metasched, or a stored entry cannot be read
     back. The message names the file and, for a stored entry, the record or workload."""
+
+
+class WarmStartError(MetaschedError, ValueError):
+    """A warm start that ``tune`` was asked for cannot be made: a workload named is the one
+    tuned, the strategy has no cost model of the tuner's making, or the database holds no
+    records of those workloads on the target."""

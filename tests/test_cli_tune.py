@@ -183,39 +183,61 @@ OTHER, OTHER_PARAMS = "dense_bias_relu", ["-p", "M=16", "-p", "K=32", "-p", "N=3
 def test_tune_warm_starts_the_model_on_another_workloads_records(tuned, tmp_path, capsys):
     db = copy_db(tuned.db, tmp_path / "copy.db")
     code = main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db, "--warm-start", TARGET])
-    out = capsys.readouterr().out
+    err = capsys.readouterr().err  # where the progress bar and its notes go
     assert code == EXIT_OK
     # the fixture's four records: fewer than the model learns from, and it says so
-    assert f"cost model warm-started on {TRIALS} records of matmul_relu(M=32, N=32, K=32) (too few" in out
+    assert f"cost model warm-started on {TRIALS} records of matmul_relu(M=32, N=32, K=32) (too few" in err
     with Database(db) as opened:
         assert len(opened.records(workloads.get(OTHER, M=16, K=32, N=32))) == 2
         assert len(opened.records(tuned.wl)) == TRIALS  # read, not changed
 
 
-def test_tune_warm_started_on_enough_records_learns_from_them(tmp_path, capsys):
-    db, other = str(tmp_path / "warm.db"), workloads.get(TARGET, M=16, N=32, K=16)
+def sampled_records(db: str, wl, count: int = 60) -> int:
+    """The distinct programs of ``count`` samples of ``wl`` recorded in ``db`` with made-up
+    times (nothing is measured); how many there are."""
     traces = {}
-    for seed in range(60):
+    for seed in range(count):
         try:
-            sch = cpu_default().sample(other, seed)
+            sch = cpu_default().sample(wl, seed)
         except ScheduleError:
             continue
         traces.setdefault(program_key(sch.trace), sch.trace)
-    assert len(traces) >= 16  # MIN_TRAINING_PROGRAMS: enough to learn from
-    with Database(db) as opened:  # sampled programs with made-up times: nothing is measured
+    with Database(db) as opened:
         for k, trace in enumerate(traces.values()):
-            opened.commit(other, trace, target=host_target(), seconds=[1e-3 * (1 + k % 7)])
+            opened.commit(wl, trace, target=host_target(), seconds=[1e-3 * (1 + k % 7)])
+    return len(traces)
+
+
+def test_tune_warm_started_on_enough_records_learns_from_them(tmp_path, capsys):
+    db = str(tmp_path / "warm.db")
+    count = sampled_records(db, workloads.get(TARGET, M=16, N=32, K=16))
+    assert count >= 16  # MIN_TRAINING_PROGRAMS: enough to learn from
     code = main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db, "--warm-start", TARGET])
-    out = capsys.readouterr().out
+    err = capsys.readouterr().err
     assert code == EXIT_OK
-    assert f"cost model warm-started on {len(traces)} records of matmul_relu(M=16, N=32, K=16)\n" in out
+    assert f"cost model warm-started on {count} records of matmul_relu(M=16, N=32, K=16)\n" in err
+
+
+def test_tune_warm_starts_by_itself_on_a_workload_of_its_kind_unless_told_not_to(tmp_path, capsys):
+    db = str(tmp_path / "warm.db")
+    count = sampled_records(db, workloads.get(TARGET, M=16, N=32, K=16))
+    sampled_records(db, workloads.get("reduce_cols", M=64, N=64))  # another kind: never taken
+    assert main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db]) == EXIT_OK
+    err = capsys.readouterr().err
+    assert (f"cost model warm-started on {count} records of matmul_relu(M=16, N=32, K=16), "
+            f"a workload of the same kind\n") in err
+    assert main(["tune", OTHER, *OTHER_PARAMS, "--trials", "4", "--db", db, "--no-warm-start"]) == EXIT_OK
+    assert "warm-started" not in capsys.readouterr().err
+    assert main(["tune", "softmax", "-p", "M=16", "-p", "N=32", "--trials", "2", "--db", db]) == EXIT_OK
+    assert "warm-started" not in capsys.readouterr().err  # no workload of its kind
 
 
 @pytest.mark.parametrize("args, says", [
     ([TARGET, *PARAMS, "--warm-start", TARGET], "the workload being tuned"),
     ([OTHER, *OTHER_PARAMS, "--warm-start", "nosuch"], "no workload whose key or name is 'nosuch'"),
     ([OTHER, *OTHER_PARAMS, "--warm-start", TARGET, "--strategy", "replay"], "--strategy replay has none"),
-], ids=["itself", "unknown", "random search"])
+    ([OTHER, *OTHER_PARAMS, "--warm-start", TARGET, "--no-warm-start"], "give one of them"),
+], ids=["itself", "unknown", "random search", "both"])
 def test_tune_warm_start_refusals_are_user_errors(args, says, tuned, tmp_path, capsys):
     db = copy_db(tuned.db, tmp_path / "copy.db")
     assert main(["tune", *args, "--trials", "2", "--db", db]) == EXIT_USER_ERROR
@@ -494,7 +516,7 @@ def test_help_lists_the_tuning_commands(capsys):
 
 
 @pytest.mark.parametrize("command, options", [
-    ("tune", ["--trials", "--db", "--plot", "--seed", "-p", "--warm-start"]),
+    ("tune", ["--trials", "--db", "--plot", "--seed", "-p", "--warm-start", "--no-warm-start"]),
     ("best", ["--db"]),
     ("trace", ["--db", "-o"]),
     ("replay", ["TRACE_FILE", "TARGET"]),

@@ -14,16 +14,18 @@ import numpy as np
 
 from metasched.codegen import CodegenOptions
 from metasched.database import Confirmation, Database, Record, Target
+from metasched.errors import WarmStartError
 from metasched.lang.workload import Workload
 from metasched.measure import Builder, Runner
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search import (
-    DEFAULT_STRATEGY, FEATURE_VERSION, SearchContext, SearchStrategy, make_strategy,
+    DEFAULT_STRATEGY, FEATURE_VERSION, EvolutionarySearch, SearchContext, SearchStrategy, make_strategy,
 )
 from metasched.search.scoring import InProcess
 from metasched.space import SpaceGenerator, cpu_default
 from metasched.tune.target import host_target
+from metasched.tune.warm_start import WarmStart, checked, warm_start as warm_model
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class TuneResult:
     retimed: int = 0  # clear losers timed again because the machine was busy (``LoadGuard``)
     confirmation: Optional[Confirmation] = None  # the fastest timed again in turns at the end
     unconfirmed: list[str] = field(default_factory=list)  # why records, or all, were not confirmed
+    warm_start: Optional[WarmStart] = None  # what the cost model started trained on, if anything
 
     @property
     def best_trace(self) -> Optional[Trace]:
@@ -169,7 +172,8 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
          seed: int = 0, strategy: Union[str, SearchStrategy] = DEFAULT_STRATEGY, *,
          space: Optional[SpaceGenerator] = None, options: Optional[CodegenOptions] = None,
          batch_size: Optional[int] = None, builder: Optional[Builder] = None, runner: Optional[Runner] = None,
-         progress: Union[bool, ProgressCallback] = False, confirm: int = 4) -> TuneResult:
+         progress: Union[bool, ProgressCallback] = False, confirm: int = 4,
+         warm_start: Union[bool, Sequence[Workload]] = True) -> TuneResult:
     """Tune ``workload`` until the database holds ``trials`` trials of it on this target.
 
     ``trials`` is the budget of the workload on this target, counting what ``database`` (a
@@ -190,10 +194,21 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     database records it (``Database.confirm``): it decides the best. Each trial was timed
     alone, at its own moment of a shared machine's load, and the fastest of them is often the
     one timed at a quiet moment, not the fastest program. 0 or 1: no confirmation.
+
+    ``warm_start`` (``tune.warm_start``): the cost model of evolutionary search, the strategy
+    named ``"evolutionary"``, starts trained on the records of other workloads in ``database``
+    measured on this target, at most ``WARM_RECORDS`` of each: with True, those of the
+    workload of this one's kind (``Workload.kind``) with the most records, if one has
+    ``MIN_TRAINING_PROGRAMS``; with a list of workloads, theirs (``WarmStartError`` when
+    there are none, or for a strategy given otherwise); with False, none. ``result.warm_start``
+    says what it was trained on, and a progress bar prints it.
     """
     if trials < 0 or (batch_size is not None and batch_size < 1) or confirm < 0:
         raise ValueError(f"trials and confirm must be >= 0 and batch_size >= 1, got {trials}, {confirm} "
                          f"and {batch_size}")
+    if checked(warm_start, workload) and strategy != "evolutionary":
+        raise WarmStartError(f"warm_start trains the cost model of evolutionary search; the strategy "
+                             f"{strategy!r} has none of its own making")
     started = time.perf_counter()
     db = database if isinstance(database, Database) else Database(database or ":memory:")
     owned: list = [] if isinstance(database, Database) else [db]
@@ -205,7 +220,12 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
         best = db.best(workload, target)
         result = TuneResult(workload, target, best, earlier_trials=earlier, earlier_best=best)
         if earlier < trials:
+            model, result.warm_start = warm_model(db, workload, target, warm_start if strategy == "evolutionary"
+                                                  else False)
+            search = make_strategy(strategy) if model is None else EvolutionarySearch(model=model)
             show = _progress(progress, workload, trials, earlier, result)
+            if result.warm_start is not None and hasattr(show, "note"):
+                show.note(str(result.warm_start))
             if builder is None:
                 builder = Builder(options=options)
                 owned.append(builder)
@@ -214,7 +234,6 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
                 owned.append(runner)
             builder.start()
             runner.start()
-            search = make_strategy(strategy)
             batch_size = batch_size or search.batch_size
             tasks = WorkerTasks(builder.workers) if isinstance(builder, Builder) else InProcess()
             search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
