@@ -22,7 +22,7 @@ from metasched.errors import ScheduleError
 from metasched.schedule import Schedule
 from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
-from metasched.tune import host_target
+from metasched.tune import host_target, warm_start
 
 METASCHED = [sys.executable, "-m", "metasched"]
 TARGET = "matmul_relu"
@@ -218,9 +218,10 @@ def test_tune_warm_started_on_enough_records_learns_from_them(tmp_path, capsys):
     assert f"cost model warm-started on {count} records of matmul_relu(M=16, N=32, K=16)\n" in err
 
 
-def test_tune_warm_starts_by_itself_on_a_workload_of_its_kind_unless_told_not_to(tmp_path, capsys):
+def test_tune_warm_starts_by_itself_on_a_workload_of_its_kind_unless_told_not_to(tmp_path, capsys, monkeypatch):
     db = str(tmp_path / "warm.db")
     count = sampled_records(db, workloads.get(TARGET, M=16, N=32, K=16))
+    monkeypatch.setattr(warm_start, "WARM_MIN_RECORDS", count)  # a default run's 64 trials are more
     sampled_records(db, workloads.get("reduce_cols", M=64, N=64))  # another kind: never taken
     assert main(["tune", OTHER, *OTHER_PARAMS, "--trials", "2", "--db", db]) == EXIT_OK
     err = capsys.readouterr().err

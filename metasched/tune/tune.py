@@ -199,9 +199,10 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     named ``"evolutionary"``, starts trained on the records of other workloads in ``database``
     measured on this target, at most ``WARM_RECORDS`` of each: with True, those of the
     workload of this one's kind (``Workload.kind``) with the most records, if one has
-    ``MIN_TRAINING_PROGRAMS``; with a list of workloads, theirs (``WarmStartError`` when
-    there are none, or for a strategy given otherwise); with False, none. ``result.warm_start``
-    says what it was trained on, and a progress bar prints it.
+    ``WARM_MIN_RECORDS``; with a list of workloads, theirs (``WarmStartError`` when
+    they have no records on this target, or when ``strategy`` is not ``"evolutionary"``);
+    with False, none. ``result.warm_start`` says what it was trained on, and a progress bar
+    prints it.
     """
     if trials < 0 or (batch_size is not None and batch_size < 1) or confirm < 0:
         raise ValueError(f"trials and confirm must be >= 0 and batch_size >= 1, got {trials}, {confirm} "

@@ -10,9 +10,14 @@ MetaSchedule's one cost model learns from every task it tunes together. Measured
 best time, below 1: faster), each workload weighing as much as the other in the fit
 (``GBTModel.weights``), from the 256 records of a 256-trial run: dense_bias_relu after
 matmul_relu 0.933 at 32 trials (won 7 of 8) and 0.969 at 64 (won 5), conv2d_bias_relu after
-conv2d_bias_relu at 128 channels and 28 x 28 0.940 at 64 trials (won 6). After a workload of
-another kind it did not help (conv2d_bias_relu after matmul_relu: 1.017, won 2), so by
-default a run takes one workload of its own kind: the one with the most records.
+conv2d_bias_relu at 128 channels and 28 x 28 0.940 at 64 trials (won 6). From the 64 records
+of a default run, at 64 trials: dense_bias_relu after matmul_relu 0.956 (won 6), conv2d_bias_relu
+after that conv2d_bias_relu 1.001 (won 2, seeds from 0.85 to 1.14). After a workload of another
+kind it did not help (conv2d_bias_relu after matmul_relu, 256 records: 1.017, won 2). So by
+default a run takes one workload of its own kind, the one with the most records, when it has
+at least ``WARM_MIN_RECORDS``: a model trained on fewer takes the place of the first
+proposal's pick of the most vectorized samples (``EvolutionaryConfig.first_prior_share``),
+which was measured to pay, with nothing measured to say it does better.
 
 * ``warm_start``: the model and what it was trained on (``WarmStart``), for ``tune``;
 * ``same_kind``: the workload a run takes by default.
@@ -31,6 +36,9 @@ from metasched.search.cost_model import MIN_TRAINING_PROGRAMS
 # The most records of one workload a warm start trains on, spread over its runs (the measured
 # figures above are on 256); replaying and featurising them takes about a second.
 WARM_RECORDS = 256
+# The fewest records of this target a workload of the same kind needs to be taken by default:
+# those of one default run (``tune``'s 64 trials), the fewest measured above.
+WARM_MIN_RECORDS = 64
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,10 @@ class WarmStart:
 
 def same_kind(db: Database, workload: Workload, target: Target) -> Optional[Workload]:
     """The workload other than ``workload`` of its kind (``Workload.kind``) with the most
-    records measured on ``target`` in ``db``, at least ``MIN_TRAINING_PROGRAMS`` (the first
-    stored of those with as many); None when there is none. A stored workload that cannot be
-    rebuilt from its source is passed over."""
-    best, most = None, MIN_TRAINING_PROGRAMS - 1
+    records measured on ``target`` in ``db``, at least ``WARM_MIN_RECORDS`` (the first stored
+    of those with as many); None when there is none. A stored workload that cannot be rebuilt
+    from its source is passed over."""
+    best, most = None, WARM_MIN_RECORDS - 1
     for summary in db.workloads():
         if summary.key == workload.key or summary.records <= most:
             continue

@@ -54,6 +54,12 @@ def run(fake_builder):
     return tuned
 
 
+@pytest.fixture(autouse=True)
+def fewer_records_will_do(monkeypatch):
+    """A default warm start wants the records of a 64-trial run; these tests record fewer."""
+    monkeypatch.setattr(warm_start, "WARM_MIN_RECORDS", MIN_TRAINING_PROGRAMS)
+
+
 @pytest.fixture
 def db(tmp_path):
     with Database(tmp_path / "warm.db") as opened:
@@ -76,13 +82,15 @@ def test_a_run_takes_the_workload_of_its_kind_with_the_most_records(db, run):
     assert run(db, COLUMNS).warm_start is None  # its kind's only workload is itself
 
 
-def test_too_few_records_of_this_cpu_are_not_taken(db, run):
+def test_too_few_records_of_this_cpu_are_not_taken(db, run, monkeypatch):
     elsewhere = Target(cpu="othercpu", features="+sse2", num_threads=host_target().num_threads + 1)
     record_samples(db, MATMUL, 60, target=elsewhere)
-    record_samples(db, MATMUL, 10)  # below MIN_TRAINING_PROGRAMS on this CPU
-    assert len(db.records(MATMUL, host_target())) < MIN_TRAINING_PROGRAMS < len(db.records(MATMUL))
+    record_samples(db, MATMUL, 10)  # below WARM_MIN_RECORDS on this CPU
+    assert len(db.records(MATMUL, host_target())) < warm_start.WARM_MIN_RECORDS < len(db.records(MATMUL))
     assert same_kind(db, DENSE, host_target()) is None
     assert run(db).warm_start is None
+    monkeypatch.setattr(warm_start, "WARM_MIN_RECORDS", 10)
+    assert same_kind(db, DENSE, host_target()) == MATMUL
 
 
 def test_no_warm_start_when_told_or_for_another_strategy(db, run):
