@@ -125,10 +125,6 @@ _seed = _non_negative("seed")
 _count = _non_negative("count")
 
 
-def _call(wl: Workload) -> str:
-    return f"{wl.name}({', '.join(f'{k}={v}' for k, v in wl.params.items())})"
-
-
 # ---- memory -----------------------------------------------------------------------------------
 
 # assert_outputs_close compares float64 copies of both sides through a few float64
@@ -193,7 +189,7 @@ def _check_fits(wl: Workload) -> None:
     """Refuse, before anything big is allocated, a size the machine cannot hold."""
     need, have = needed_bytes(wl), available_memory()
     if have is not None and need > have:
-        raise _TooBig(f"{_call(wl)} needs {_human(need)} for its tensors; this machine has "
+        raise _TooBig(f"{wl.label} needs {_human(need)} for its tensors; this machine has "
                       f"{_human(have)} available")
 
 
@@ -281,7 +277,7 @@ def _best(db: Database, wl: Workload, args: argparse.Namespace) -> Record:
         others = len(db.records(wl))
         hint = (f"; its {others} record(s) were measured elsewhere or all failed" if others
                 else f"; tune it first: {_tune_command(args)}")
-        raise DatabaseError(f"{db.path} holds no correct program of {_call(wl)} on this CPU{hint}")
+        raise DatabaseError(f"{db.path} holds no correct program of {wl.label} on this CPU{hint}")
     return record
 
 
@@ -330,7 +326,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         result = tune(wl, trials=args.trials, database=db, seed=args.seed, strategy=args.strategy,
                       progress=True, warm_start=warm)
         failed = len(result.failures)
-        print(f"{_call(wl)}: {len(result.history)} new trials ({failed} failed), "
+        print(f"{wl.label}: {len(result.history)} new trials ({failed} failed), "
               f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
         if result.exhausted:
             print("the search space ran out of programs not yet measured")
@@ -372,7 +368,7 @@ def _cmd_best(args: argparse.Namespace) -> int:
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
         confirmation = db.confirmation(wl, host_target())
-    print(f"# best of {_call(wl)}: record {record.id}, {format_seconds(record.median)} when tuned "
+    print(f"# best of {wl.label}: record {record.id}, {format_seconds(record.median)} when tuned "
           f"({format_gflops(wl.flops, record.median)})\n{record.trace}\n")
     if confirmation is not None and confirmation.current:
         print(f"# {_confirmed(confirmation)}\n")
@@ -387,7 +383,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
     record.trace.save(args.output)
-    print(f"saved the best trace of {_call(wl)} (record {record.id}, "
+    print(f"saved the best trace of {wl.label} (record {record.id}, "
           f"{format_seconds(record.median)}) to {args.output}")
     return EXIT_OK
 
@@ -406,7 +402,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
     with _existing_db(args.db) as db:
         records = db.records(wl)
     here = host_target()
-    print(f"{_call(wl)}: {len(records)} records in {args.db}, newest first")
+    print(f"{wl.label}: {len(records)} records in {args.db}, newest first")
     for record in reversed(records):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
         where = "" if record.target.compatible(here) else \

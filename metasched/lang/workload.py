@@ -237,6 +237,10 @@ class Workload:
         params = ", ".join(f"{k} = {v}" for k, v in self.params.items())
         return f"workload {self.name}({params})"
 
+    @property
+    def label(self) -> str:
+        """``name(P=v, ...)``, as messages name the workload: ``matmul_relu(M=512, N=512, K=512)``."""
+        return f"{self.name}({', '.join(f'{k}={v}' for k, v in self.params.items())})"
+
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
-        return f"<Workload {self.name}({params})>"
+        return f"<Workload {self.label}>"

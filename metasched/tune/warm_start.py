@@ -54,8 +54,7 @@ class WarmStart:
     chosen: bool
 
     def __str__(self) -> str:
-        names = ", ".join(f"{wl.name}({', '.join(f'{k}={v}' for k, v in wl.params.items())})"
-                          for wl in self.workloads)
+        names = ", ".join(wl.label for wl in self.workloads)
         text = f"cost model warm-started on {self.records} records of {names}"
         if self.chosen:
             text += ", a workload of the same kind"
