@@ -72,3 +72,24 @@ class FakeBuilder:
 @pytest.fixture
 def fake_builder():
     return FakeBuilder()
+
+
+def record_samples(db, wl, count: int = 60, target=None) -> int:
+    """Records in ``db`` (an open ``Database``) of the distinct programs among ``count`` samples
+    of ``wl``, on ``target`` (default: this host), with made-up times: nothing is built or
+    measured. How many there are."""
+    from metasched.database import program_key
+    from metasched.errors import ScheduleError
+    from metasched.space import cpu_default
+    from metasched.tune import host_target
+
+    traces = {}
+    for seed in range(count):
+        try:
+            sch = cpu_default().sample(wl, seed)
+        except ScheduleError:
+            continue
+        traces.setdefault(program_key(sch.trace), sch.trace)
+    for k, trace in enumerate(traces.values()):
+        db.commit(wl, trace, target=target or host_target(), seconds=[1e-3 * (1 + k % 7)])
+    return len(traces)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 import metasched
+from conftest import record_samples
 from metasched import Database, Trace, workloads
 from metasched.cli import EXIT_OK, EXIT_USER_ERROR, main
 from metasched.database import Target, program_key
-from metasched.errors import ScheduleError
 from metasched.schedule import Schedule
 from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
@@ -192,20 +192,9 @@ def test_tune_warm_starts_the_model_on_another_workloads_records(tuned, tmp_path
         assert len(opened.records(tuned.wl)) == TRIALS  # read, not changed
 
 
-def sampled_records(db: str, wl, count: int = 60) -> int:
-    """The distinct programs of ``count`` samples of ``wl`` recorded in ``db`` with made-up
-    times (nothing is measured); how many there are."""
-    traces = {}
-    for seed in range(count):
-        try:
-            sch = cpu_default().sample(wl, seed)
-        except ScheduleError:
-            continue
-        traces.setdefault(program_key(sch.trace), sch.trace)
-    with Database(db) as opened:
-        for k, trace in enumerate(traces.values()):
-            opened.commit(wl, trace, target=host_target(), seconds=[1e-3 * (1 + k % 7)])
-    return len(traces)
+def sampled_records(path: str, wl) -> int:
+    with Database(path) as opened:
+        return record_samples(opened, wl)
 
 
 def test_tune_warm_started_on_enough_records_learns_from_them(tmp_path, capsys):

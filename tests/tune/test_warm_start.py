@@ -4,12 +4,11 @@ import zlib
 
 import pytest
 
+from conftest import record_samples
 from metasched import Database, WarmStartError, tune, workloads
 from metasched.database import Target, program_key
-from metasched.errors import ScheduleError
 from metasched.measure.runner import RunResult
 from metasched.search.cost_model import MIN_TRAINING_PROGRAMS
-from metasched.space import cpu_default
 from metasched.tune import host_target, warm_start
 from metasched.tune.warm_start import same_kind
 
@@ -30,20 +29,6 @@ class HashRunner:
     def run(self, workload, artifacts, best=None):
         return [RunResult((1e-3 * (1 + zlib.crc32(program_key(t).encode()) % 97 / 10),) * 3, None)
                 for t in artifacts]
-
-
-def record_samples(db: Database, wl, count: int, target=None) -> int:
-    """Distinct sampled programs of ``wl`` among ``count`` samples, recorded with made-up times."""
-    traces = {}
-    for seed in range(count):
-        try:
-            sch = cpu_default().sample(wl, seed)
-        except ScheduleError:
-            continue
-        traces.setdefault(program_key(sch.trace), sch.trace)
-    for k, trace in enumerate(traces.values()):
-        db.commit(wl, trace, target=target or host_target(), seconds=[1e-3 * (1 + k % 7)])
-    return len(traces)
 
 
 @pytest.fixture
