@@ -91,21 +91,36 @@ def reduce_init(op: str) -> float:
     return {"sum": 0.0, "prod": 1.0, "max": float("-inf"), "min": float("inf")}[op]
 
 
+# Float operators whose operands may come in either order.
+_COMMUTATIVE = frozenset({"+", "*", "max", "min"})
+
+
 def _statement_kind(s: Statement) -> str:
     """``op(body)`` of a reduction, ``body`` of an element-wise statement, with its axes renamed by
-    position (spatial ``s0, s1, ...``, reduction ``r0, ...``) and the tensors it reads by first
-    use (``t0, t1, ...``); indices simplified again after the renaming, so that their terms
-    come in the new names' order."""
+    position (spatial ``s0, s1, ...``, reduction ``r0, ...``), indices simplified again after the
+    renaming (their terms then come in the new names' order), the operands of commutative float
+    operators put in one order (by their text with the tensors' names left out) and then the
+    tensors renamed by first use (``t0, t1, ...``)."""
     axes = {a.name: Var(f"s{k}") for k, a in enumerate(s.axes)}
     axes.update({a.name: Var(f"r{k}") for k, a in enumerate(s.reduce_axes)})
-    tensors = {name: f"t{k}" for k, name in enumerate(s.reads())}
 
-    def renamed(e: Expr) -> Optional[Expr]:
+    def unnamed(e: Expr) -> str:
+        return str(transform(e, lambda n: Load("T", n.indices, n.dtype_) if isinstance(n, Load) else None))
+
+    def ordered(e: Expr) -> Optional[Expr]:
         if isinstance(e, Load):
-            return Load(tensors[e.buffer], tuple(simplify(i) for i in e.indices), e.dtype_)
+            return Load(e.buffer, tuple(simplify(i) for i in e.indices), e.dtype_)
+        if isinstance(e, BinOp) and e.op in _COMMUTATIVE and e.dtype in ("float32", "float64"):
+            a, b = sorted((e.a, e.b), key=unnamed)
+            return BinOp(e.op, a, b)
         return None
 
-    body = transform(substitute(s.body, axes), renamed)
+    body = transform(substitute(s.body, axes), ordered)
+    tensors: dict[str, str] = {}
+    for node in walk(body):
+        if isinstance(node, Load):
+            tensors.setdefault(node.buffer, f"t{len(tensors)}")
+    body = transform(body, lambda n: Load(tensors[n.buffer], n.indices, n.dtype_) if isinstance(n, Load) else None)
     return f"{s.reduce_op}({body})" if s.is_reduction else str(body)
 
 
@@ -169,10 +184,11 @@ class Workload:
     def kind(self) -> str:
         """What sort of computation this is, whatever its sizes and names: the dtype, then its
         reductions in order (every statement when it has none), each as ``op(body)`` with the
-        statement's axes renamed by position and the tensors it reads by first use. The
+        statement's axes renamed by position, the operands of ``+``, ``*``, ``max`` and ``min``
+        in one order and the tensors it reads renamed by first use. The
         element-wise statements around a reduction (a bias, a ReLU, a padding) do not count:
         the space tiles the reductions, and fuses or inlines the rest. matmul_relu and
-        dense_bias_relu are one kind, ``float32 sum(t0[s0, r0] * t1[r0, s1])``;
+        dense_bias_relu are one kind, ``float32 sum(t0[r0, s1] * t1[s0, r0])``;
         conv2d_bias_relu is another at any channels and image size. ``tune`` warm-starts the
         cost model on records of a workload of the same kind."""
         chosen = [s for s in self.statements if s.is_reduction] or list(self.statements)

@@ -5,7 +5,7 @@ from metasched.lang import parse
 
 def test_one_kind_whatever_the_sizes_the_names_and_the_element_wise_stages():
     matmul = workloads.get("matmul_relu")
-    assert matmul.kind == "float32 sum(t0[s0, r0] * t1[r0, s1])"
+    assert matmul.kind == "float32 sum(t0[r0, s1] * t1[s0, r0])"
     assert workloads.get("matmul_relu", M=64, N=128, K=32).kind == matmul.kind
     assert workloads.get("dense_bias_relu").kind == matmul.kind  # a bias and a ReLU around it
     assert workloads.get("matmul").kind == matmul.kind
@@ -44,4 +44,19 @@ def test_the_layout_read_and_the_dtype_tell_kinds_apart():
 
     assert matmul("K, N", "k, j") == workloads.get("matmul").kind
     assert matmul("N, K", "j, k") == "float32 sum(t0[s0, r0] * t1[s1, r0])"
-    assert matmul("K, N", "k, j", "float64") == "float64 sum(t0[s0, r0] * t1[r0, s1])"
+    assert matmul("K, N", "k, j", "float64") == "float64 sum(t0[r0, s1] * t1[s0, r0])"
+
+
+def test_the_operands_of_a_product_or_a_sum_in_either_order_are_one_kind():
+    def dense(body: str) -> str:
+        return parse(f"""
+            workload d(M = 8, N = 8, K = 8) {{
+                input X: float32[M, K]
+                input W: float32[K, N]
+                input Y0: float32[M, N]
+                output Y[i, j] += {body}
+            }}""").kind
+
+    assert dense("W[k, j] * X[i, k]") == dense("X[i, k] * W[k, j]") == workloads.get("matmul").kind
+    assert dense("Y0[i, j] + X[i, k] * W[k, j]") == dense("W[k, j] * X[i, k] + Y0[i, j]")
+    assert dense("X[i, k] - W[k, j]") != dense("W[k, j] - X[i, k]")  # not commutative
