@@ -185,9 +185,9 @@ class Workload:
         """What sort of computation this is, whatever its sizes and names: the dtype, then its
         reductions in order (every statement when it has none), each as ``op(body)`` with the
         statement's axes renamed by position, the operands of ``+``, ``*``, ``max`` and ``min``
-        in one order and the tensors it reads renamed by first use. The
-        element-wise statements around a reduction (a bias, a ReLU, a padding) do not count:
-        the space tiles the reductions, and fuses or inlines the rest. matmul_relu and
+        in one order and the tensors it reads renamed by first use. The element-wise
+        statements around a reduction (a bias, a ReLU, a padding) do not count: the space
+        tiles the reductions, and fuses or inlines the rest. matmul_relu and
         dense_bias_relu are one kind, ``float32 sum(t0[r0, s1] * t1[s0, r0])``;
         conv2d_bias_relu is another at any channels and image size. ``tune`` warm-starts the
         cost model on records of a workload of the same kind."""
