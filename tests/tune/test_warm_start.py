@@ -64,6 +64,9 @@ def test_a_run_takes_the_workload_of_its_kind_with_the_most_records(db, run):
     assert str(result.warm_start) == (f"cost model warm-started on {count} records of "
                                       f"matmul_relu(M=16, N=32, K=16), a workload of the same kind")
     assert len(db.records(DENSE)) == 4
+    # Its model knew programs from the start: the first proposal ran genetic rounds, scoring
+    # candidates, where an uninformed one picks the most vectorized of fresh samples.
+    assert ", scored 0," not in result.rounds[0]
     assert run(db, COLUMNS).warm_start is None  # its kind's only workload is itself
 
 
@@ -80,7 +83,8 @@ def test_too_few_records_of_this_cpu_are_not_taken(db, run, monkeypatch):
 
 def test_no_warm_start_when_told_or_for_another_strategy(db, run):
     record_samples(db, MATMUL, 60)
-    assert run(db, warm_start=False).warm_start is None
+    cold = run(db, warm_start=False)
+    assert cold.warm_start is None and ", scored 0," in cold.rounds[0]
     assert run(db, workloads.get("dense_bias_relu", M=32, K=32, N=32), strategy="replay").warm_start is None
 
 
