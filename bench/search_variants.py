@@ -7,8 +7,9 @@ A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``Evolution
 ``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
 ``cpu_default()``) or ``disallow_ops`` (``AutoInline``'s, the function names joined by ``+``,
 ``exp+sqrt``, or nothing: ``disallow_ops=``) or ``warm_start=PATH`` (the cost model starts trained
-on the records of the other workloads in the database at PATH, measured on this host:
-``GBTModel.from_database``, made anew for each run; ``GBTModel.weights`` has what it gave). For
+on the records of the other workloads in the database at PATH, measured on this host, as
+``tune(warm_start=[...])`` trains it: ``metasched.tune.warm_start``, made anew for each run;
+``GBTModel.weights`` and that module have what it gave). For
 each seed, every variant tunes WORKLOAD with that seed in a fresh database, the variants one after
 another (so that the load of this shared machine at a given moment falls on all of them); the
 first variant is the reference. Printed: per seed, each variant's best time (as its tuner recorded
@@ -47,9 +48,10 @@ import numpy as np
 
 from common import environment
 from metasched import Database, tune, workloads
-from metasched.search import EvolutionaryConfig, EvolutionarySearch, GBTModel
+from metasched.search import EvolutionaryConfig, EvolutionarySearch
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, cpu_default
 from metasched.tune import host_target
+from metasched.tune.warm_start import warm_start as warm_model
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
 _TILING_FLAGS = tuple(f.name for f in dataclasses.fields(MultiLevelTiling) if f.type in (bool, "bool"))
@@ -70,7 +72,8 @@ class Variant:
             return EvolutionarySearch(self.config)
         with Database(self.warm_start) as db:
             others = [db.workload(summary.key) for summary in db.workloads() if summary.key != wl.key]
-            return EvolutionarySearch(self.config, model=GBTModel.from_database(db, others, host_target()))
+            model, _ = warm_model(db, wl, host_target(), others)  # as tune(warm_start=others) makes it
+            return EvolutionarySearch(self.config, model=model)
 
 
 def parse_variant(text: str) -> Variant:
