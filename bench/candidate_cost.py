@@ -9,10 +9,14 @@ of them by ``default_mutators``), made as the tuner's worker processes make them
 (``scoring._samples``, ``scoring._mutants``), after one set of others, which fills the
 memoised analyses as a running search has them. Every set is new candidates: made again, a
 set costs a tenth less on conv2d_bias_relu (its analyses all known), which a search never
-sees. Printed per candidate, the median of three sets in this process: each stage of a
-mutant (replay of its sampling part, the postprocessors with their lowering, the feature row,
-its result pickled there and back) and a fresh sample whole. Two cores at most give
-``2000 / total`` candidates a second, less the search's own work in the parent process.
+sees. The cycle collector runs as in a worker process (``measure.worker``: its thresholds,
+and what a set leaves collected and frozen before the next); with Python's default
+thresholds, collections walking the growing heap put a fresh conv2d_bias_relu sample at 5.0
+ms where a worker makes it in 3.2. Printed per candidate, the median of three sets in this
+process: each stage of a mutant (replay of its sampling part, the postprocessors with their
+lowering, the feature row, its result pickled there and back) and a fresh sample whole. Two
+cores at most give ``2000 / total`` candidates a second, less the search's own work in the
+parent process.
 
 ``--instructions``: the instructions such candidates take, counted by valgrind's callgrind:
 the script runs itself under valgrind twice at once, making a second set of candidates after
@@ -27,6 +31,7 @@ instructions: a proxy for time, not a time.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import pickle
 import shutil
@@ -40,6 +45,7 @@ import numpy as np
 from common import environment
 from metasched import workloads
 from metasched.errors import ScheduleError
+from metasched.measure.worker import GC_THRESHOLDS
 from metasched.schedule import replay
 from metasched.search.cost_model import program_features
 from metasched.search.mutators import default_mutators
@@ -74,7 +80,11 @@ def _candidate_set(wl, shared: _Shared, count: int, k: int) -> tuple[list, list[
 
 
 def stage_times(worker: _Shared, traces: list, seeds: list[int]) -> dict[str, float]:
-    """Seconds per mutant of each stage, and per fresh sample (``"sample"``), in one pass."""
+    """Seconds per mutant of each stage, and per fresh sample (``"sample"``), in one pass,
+    after collecting and freezing what the passes before left (as a worker does between
+    tasks)."""
+    gc.collect()
+    gc.freeze()
     spent = dict.fromkeys(STAGES, 0.0)
     made = 0
     for packed in traces:
@@ -138,6 +148,7 @@ def main() -> None:
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind (Debian's package valgrind)")
     print(environment())
+    gc.set_threshold(*GC_THRESHOLDS)
     for name in args.workloads.split(","):
         if args.instructions:
             print(f"{name}: {instructions(name, args.candidates) / 1e6:.2f} million instructions per candidate "

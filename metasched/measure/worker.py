@@ -39,6 +39,10 @@ class Outcome:
         return self.error is None
 
 
+# The cycle collector's thresholds in a worker process (see ``_serve``).
+GC_THRESHOLDS = (10_000, 10, 10)
+
+
 def _serve(conn: Connection) -> None:
     """A worker's loop: run each task received, send back ("ok", value) or ("error", text)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -47,7 +51,7 @@ def _serve(conn: Connection) -> None:
     # Python's default; after each task, once its reply is sent, its garbage is collected and
     # what survives is moved out of the collector's sight (``gc.freeze``), so collections never
     # walk it again. Collections took a sixth of a search task's time before, a thirtieth now.
-    gc.set_threshold(10_000, 10, 10)
+    gc.set_threshold(*GC_THRESHOLDS)
     conn.send(("ready", None))
     while True:
         try:
