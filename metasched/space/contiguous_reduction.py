@@ -102,17 +102,18 @@ def contiguous_axis(info: analysis.BlockInfo) -> Optional[str]:
     if len(streamed) != 1:
         return None
     axis = streamed.pop()
-    return axis if axis is not None and _extents(info)[axis] > 1 else None
+    return axis if axis is not None and axis_extents(info)[axis] > 1 else None
 
 
 def streamed_reads(info: analysis.BlockInfo) -> list[analysis.Access]:
     """The reads of ``info`` indexed by every axis of extent above 1 (not a broadcast row or
     column): those that stream the block's iteration space through memory."""
-    needed = {name for name, extent in _extents(info).items() if extent > 1}
+    needed = {name for name, extent in axis_extents(info).items() if extent > 1}
     return [acc for acc in info.accesses if acc.axes and needed <= set(acc.axes)]
 
 
-def _extents(info: analysis.BlockInfo) -> dict[str, int]:
+def axis_extents(info: analysis.BlockInfo) -> dict[str, int]:
+    """Each axis of ``info`` (spatial and reduction) by name: its extent."""
     return {a.name: a.extent for a in info.spatial + info.reduction}
 
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 from metasched.schedule import BlockRV, Schedule, analysis
 from metasched.space.base import ScheduleRule
-from metasched.space.contiguous_reduction import loops_are_axes, streamed_reads
+from metasched.space.contiguous_reduction import axis_extents, loops_are_axes, streamed_reads
 from metasched.space.multi_level_tiling import TILING_STRUCTURE
 
 
@@ -59,7 +59,7 @@ def crossing_axis(info: analysis.BlockInfo) -> Optional[str]:
             or TILING_STRUCTURE in info.annotations or not loops_are_axes(info)
             or any(lp.kind != "serial" or lp.attached for lp in info.loops)):
         return None
-    extents = {a.name: a.extent for a in info.spatial}
+    extents = axis_extents(info)
     innermost = info.innermost_axis
     if extents[innermost] < 2:
         return None
