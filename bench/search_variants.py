@@ -9,12 +9,12 @@ A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``Evolution
 ``exp+sqrt``, or nothing: ``disallow_ops=``) or ``warm_start=PATH`` (the cost model starts trained
 on the records of the other workloads in the database at PATH, measured on this host, as
 ``tune(warm_start=[...])`` trains it: ``metasched.tune.warm_start``, made anew for each run;
-``GBTModel.weights`` and that module have what it gave). For
-each seed, every variant tunes WORKLOAD with that seed in a fresh database, the variants one after
-another (so that the load of this shared machine at a given moment falls on all of them); the
-first variant is the reference. Printed: per seed, each variant's best time (as its tuner recorded
-it) and tuning wall; then per variant the geometric mean of its best over the reference's across
-seeds, how many seeds it won, and its worst and best seed.
+``GBTModel.weights`` and that module have what it gave) or ``model=exact`` (``GBTModel``'s kind,
+``hist`` by default). For each seed, every variant tunes WORKLOAD with that seed in a fresh
+database, the variants one after another (so that the load of this shared machine at a given moment
+falls on all of them); the first variant is the reference. Printed: per seed, each variant's best
+time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of its best
+over the reference's across seeds, how many seeds it won, and its worst and best seed.
 
 Why paired seeds and many of them: one run of 64 trials is one draw from a wide distribution.
 On a znver3 (AVX2, 2 cores), runs with the defaults and seeds 0 to 7 ended between 2.25 and
@@ -48,7 +48,7 @@ import numpy as np
 
 from common import environment
 from metasched import Database, tune, workloads
-from metasched.search import EvolutionaryConfig, EvolutionarySearch
+from metasched.search import EvolutionaryConfig, EvolutionarySearch, GBTModel
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, cpu_default
 from metasched.tune import host_target
 from metasched.tune.warm_start import warm_start as warm_model
@@ -60,16 +60,18 @@ _TILING_FLAGS = tuple(f.name for f in dataclasses.fields(MultiLevelTiling) if f.
 @dataclasses.dataclass
 class Variant:
     """What a VARIANT names: the search's config, the batch size (None: the strategy's), the
-    space, and the database whose other workloads' records warm-start the model (or None)."""
+    space, the database whose other workloads' records warm-start the model (or None), and the
+    model's kind."""
 
     config: EvolutionaryConfig
     batch_size: int | None
     space: PostOrderApply
     warm_start: str | None = None
+    model: str = "hist"
 
     def strategy(self, wl) -> EvolutionarySearch:
         if self.warm_start is None:
-            return EvolutionarySearch(self.config)
+            return EvolutionarySearch(self.config, model=GBTModel(self.model))
         with Database(self.warm_start) as db:
             others = [db.workload(summary.key) for summary in db.workloads() if summary.key != wl.key]
             model, _ = warm_model(db, wl, host_target(), others)  # as tune(warm_start=others) makes it
@@ -82,7 +84,7 @@ def parse_variant(text: str) -> Variant:
     if text == "default":
         return Variant(EvolutionaryConfig(), None, space)
     changes: dict[str, object] = {}
-    batch_size, warm_start = None, None
+    batch_size, warm_start, model = None, None, "hist"
     for pair in text.split(","):
         name, sep, value = pair.partition("=")
         if not sep:
@@ -104,13 +106,19 @@ def parse_variant(text: str) -> Variant:
             if not Path(value).is_file():
                 raise ValueError(f"{text!r}: no database at {value!r}")
             warm_start = value
+        elif name == "model":
+            if value not in ("hist", "exact"):
+                raise ValueError(f"{text!r}: model must be hist or exact")
+            model = value
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
         else:
             raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option "
-                             f"({', '.join(_TILING_FLAGS)}), disallow_ops, warm_start nor a field of "
+                             f"({', '.join(_TILING_FLAGS)}), disallow_ops, warm_start, model nor a field of "
                              f"EvolutionaryConfig ({', '.join(_FIELDS)})")
-    return Variant(EvolutionaryConfig(**changes), batch_size, space, warm_start)
+    if warm_start is not None and model != "hist":
+        raise ValueError(f"{text!r}: warm_start trains the default model (hist); it does not combine with model=")
+    return Variant(EvolutionaryConfig(**changes), batch_size, space, warm_start, model)
 
 
 def parse_seeds(text: str) -> list[int]:
