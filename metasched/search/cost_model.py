@@ -235,6 +235,12 @@ class GBTModel(CostModel):
             #   0.863, 0.847 to 0.854, 0.870, 0.866, 0.857; higher on 9 of 12 sets) but searched
             #   worse: new / old best time over 12 paired seeds of 64 trials, 1.044 on
             #   matmul_relu (won 5) and 1.096 on conv2d_bias_relu (won 5).
+            # * ``kind="exact"`` ranked a little better on znver4's bench records (0.850 against
+            #   0.843 on matmul_relu and 0.871 against 0.866 on conv2d_bias_relu in one run, 0.849
+            #   against 0.847 and 0.868 against 0.866 in another) but searched no better: new /
+            #   old best time over 8 paired seeds of 64 trials
+            #   (``bench/search_variants.py W default model=exact``), matmul_relu 0.991 (won 6),
+            #   conv2d_bias_relu 1.056 (won 2).
             return HistGradientBoostingRegressor(max_iter=150, learning_rate=0.1, max_leaf_nodes=7,
                                                  min_samples_leaf=4, random_state=self.seed)
         from sklearn.ensemble import GradientBoostingRegressor
