@@ -12,7 +12,7 @@ set costs a tenth less on conv2d_bias_relu (its analyses all known), which a sea
 sees. The cycle collector runs as in a worker process (``measure.worker``: its thresholds,
 and what a set leaves collected and frozen before the next); with Python's default
 thresholds, collections walking the growing heap put a fresh conv2d_bias_relu sample at 5.0
-ms where a worker makes it in 3.2. Printed per candidate, the median of three sets in this
+ms where a worker makes it in about 3. Printed per candidate, the median of three sets in this
 process: each stage of a mutant (replay of its sampling part, the postprocessors with their
 lowering, the feature row, its result pickled there and back) and a fresh sample whole. Two
 cores at most give ``2000 / total`` candidates a second, less the search's own work in the
