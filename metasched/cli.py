@@ -331,7 +331,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if result.exhausted:
             print("the search space ran out of programs not yet measured")
         if result.retimed:
-            print(f"the machine was busy: {result.retimed} programs timed once were timed again")
+            print(f"the machine was busy: {result.retimed} programs were timed again")
         for reason in result.unconfirmed:
             print(f"not confirmed: {reason}")
         if result.confirmation is not None:

@@ -1,5 +1,6 @@
-"""The load guard: a clear loser timed once while the machine was busy is timed again once the
-best kernel of the run (the canary) runs at its own time again."""
+"""The load guard: a program timed while the machine was busy (a clear loser timed once, or
+one timed in full) is timed again once the best kernel of the run (the canary) runs at its
+own time again."""
 import pytest
 
 from metasched import tune, workloads
@@ -61,6 +62,19 @@ def test_lasting_load_becomes_the_canarys_time():
     assert clock.slept == [0.5, 1.0]
 
 
+def test_once_a_lasting_load_has_gone_the_next_spell_is_seen():
+    clock = Clock()
+    guard = guard_with(clock)
+    guard.new_best("best", 1.0)
+    assert guard.busy(lambda artifact: 4.0)  # lasting: 4.0 is the canary's time for now
+    clock.now += 5.0
+    assert not guard.busy(lambda artifact: 1.0)  # the load has gone, and 1.0 is its time again
+    clock.now += 5.0
+    times = iter([2.0, 1.1])
+    assert guard.busy(lambda artifact: next(times))  # twice its time: busy, not "quiet for 4.0"
+    assert clock.slept == [0.5, 1.0, 0.5]
+
+
 def seconds_of(trace) -> float:
     """A made-up run time per program, between 1 and 10 ms."""
     return 1e-3 * (1 + int(program_key(trace)[:6], 16) % 9000 / 1000)
@@ -69,10 +83,11 @@ def seconds_of(trace) -> float:
 class BurstRunner:
     """Times by ``seconds_of``, a clear loser once (3x the best or more), the rest three
     times; runs ``burst`` to ``burst + length - 1`` (counted from 0) take 6 times longer
-    (another process took a core). ``single`` lists the runs that were timed once."""
+    (another process took a core). ``single`` lists the runs that were timed once, ``timed``
+    the trace of each run."""
 
     def __init__(self, burst: int = -1, length: int = 0):
-        self.calls, self.burst, self.length, self.single = 0, burst, length, []
+        self.calls, self.burst, self.length, self.single, self.timed = 0, burst, length, [], []
 
     def start(self):
         pass
@@ -88,20 +103,35 @@ class BurstRunner:
             once = best is not None and seconds >= 3 * best
             if once:
                 self.single.append(self.calls)
+            self.timed.append(trace)
             results.append(RunResult((seconds,) if once else (seconds,) * 3, None))
             self.calls += 1
         return results
 
 
-def test_tune_times_a_loser_of_a_burst_again(fake_builder):
+def canary_checks(runner: BurstRunner) -> list[int]:
+    """The runs that timed the canary: a program timed before, not right after itself (a new
+    best's second timing)."""
+    return [k for k, trace in enumerate(runner.timed)
+            if trace in runner.timed[:k] and runner.timed[k - 1] != trace]
+
+
+# Seeds of random search whose first program checked against the canary was timed in full,
+# and timed once as a clear loser.
+@pytest.mark.parametrize("seed, loser", [(0, False), (1, True)], ids=["timed in full", "a clear loser"])
+def test_tune_times_a_program_of_a_burst_again(fake_builder, seed, loser):
     wl = workloads.get("matmul_relu", M=32, N=32, K=32)
-    runner = BurstRunner()
-    quiet = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder, runner=runner)
-    assert quiet.retimed == 0 and runner.single  # the seed's programs include a clear loser
-    # A burst from the first clear loser on, through two timings of the canary: the loser
-    # is timed once at 6x, the canary is slow twice (waits of 0.5 and 1 s), then quiet.
-    loaded = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder,
-                  runner=BurstRunner(burst=runner.single[0], length=3))
+    quiet_runner = BurstRunner()
+    quiet = tune(wl, trials=12, seed=seed, strategy="replay", builder=fake_builder, runner=quiet_runner)
+    assert quiet.retimed == 0
+    # The program timed just before the run's first canary check (checks come at most every
+    # 2 s, and this run takes less).
+    burst = canary_checks(quiet_runner)[0] - 1
+    assert (burst in quiet_runner.single) == loser
+    # A burst through that program's timing and two timings of the canary: it is timed at 6x,
+    # the canary is slow twice (waits of 0.5 and 1 s), then quiet, and the program is timed again.
+    loaded = tune(wl, trials=12, seed=seed, strategy="replay", builder=fake_builder,
+                  runner=BurstRunner(burst=burst, length=3))
     assert [t.trace for t in loaded.history] == [t.trace for t in quiet.history]
     assert loaded.retimed == 1
     for trial in loaded.history:
