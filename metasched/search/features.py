@@ -76,6 +76,17 @@ from metasched.ir.stmt import (
 # matmul_relu 0.922 on seeds 0-11 (won 10) but 0.990 on 12-23 (won 6), conv2d_bias_relu
 # 1.026 (won 6 of 12), dense_bias_relu 1.027 (won 5 of 12), softmax 1.008 and reduce_cols
 # 0.98 (8 and 6 seeds): within the spread of the runs.
+# Also tried and not taken (znver4, 2026-11-28): vector_lanes counting the lanes LLVM's loop
+# vectorizer takes on its own, without a vectorized loop: the innermost rolled loop's extent,
+# at most 64, when every buffer moves 0 or 1 element per step of it and the written one 1 (a
+# reduction along it stays scalar: no reassociation). The cost model's line in that column
+# puts such programs with the scalar ones: matmul_relu's fastest program of a bench run (1.21
+# ms, a rolled 32-iteration unit-stride loop) was predicted 240th of 256, and only 5 of the
+# 256 records had such a loop. Pairwise accuracy, 5-fold over 256 records of two bench runs
+# (one seed each; their random runs share programs): 0.816 to 0.829 and 0.830 to 0.841 on
+# matmul_relu, 0.828 to 0.838 and 0.875 to 0.879 on conv2d_bias_relu. New / old best time
+# over paired seeds 0-7 of 64 trials: conv2d_bias_relu 0.983 (won 5), matmul_relu 1.020 (won
+# 1, seeds 0.97 to 1.06): better ranking, no better search.
 FEATURE_VERSION = 5
 CACHE_LINE_BYTES = 64
 # Where the sizes of the caches cannot be read: a typical x86 core's L1 data cache and L2.
