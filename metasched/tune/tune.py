@@ -381,8 +381,8 @@ class _Loop:
         if built.ok:
             best = self.result.best_seconds
             measured = self._time(built.artifact, best)
-            slow = measured.ok and best is not None and measured.median >= best  # not a new best
-            if slow and self.guard.busy(self._canary_seconds):
+            not_best = measured.ok and best is not None and measured.median >= best
+            if not_best and self.guard.busy(self._canary_seconds):
                 self.result.retimed += 1
                 measured = self._time(built.artifact, best)
             runs, error = measured.seconds, measured.error
