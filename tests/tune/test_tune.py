@@ -47,7 +47,7 @@ def test_each_fault_costs_one_trial_and_the_run_finds_the_right_best(wl):
         result = tune(wl, trials=8, seed=3, strategy="replay", builder=builder, runner=runner)
     assert [program_key(t.trace) for t in result.history] == keys
     reasons = {program_key(t.trace): t.error for t in result.history if not t.ok}
-    assert set(reasons) == set(faults)
+    assert set(reasons) == set(faults), reasons  # an unexpected failure says why
     assert "crashed with SIGSEGV" in reasons[keys[1]]
     assert reasons[keys[2]].startswith("run:") and "time limit of 4 s" in reasons[keys[2]]
     assert reasons[keys[4]].startswith("build:") and "time limit of 4 s" in reasons[keys[4]]
