@@ -1,6 +1,6 @@
 """Cost models judged offline as the search uses them, on the records of earlier tuning runs.
 
-    python bench/model_choice.py WORKLOAD DB... [--models hist,trees,lanes,random] [--after 16,32,48]
+    python bench/model_choice.py WORKLOAD DB... [--models blend,hist,trees,lanes,random] [--after 16,32,48]
 
 All-pairs accuracy over a run's records is not what evolutionary search asks of its model. In
 a run, the model is fitted on the few dozen programs that run has measured so far, and picks
@@ -22,9 +22,10 @@ and N (each DB in turn the run):
 * ``top pairs``: the same over the fastest quarter of the candidates.
 
 Times from different runs compare only if the runs shared the machine's conditions: run them
-one after another, alone. A model is ``hist`` or ``exact`` (``GBTModel``'s kinds, the default
-first), ``trees`` (``hist``'s trees without the line in vectorized lanes they start from, the
-model before it), ``lanes`` (that column alone, no fitting), ``random`` (``RandomModel``), or one
+one after another, alone. A model is one of ``GBTModel``'s kinds (``blend``, ``hist``,
+``pairwise``, ``exact``),
+``trees`` (``hist``'s trees without the line in vectorized lanes they start from, the model
+before it), ``lanes`` (that column alone, no fitting), ``random`` (``RandomModel``), or one
 of two variants of ``trees`` tried and not taken, which ``cost_model``'s docstrings record:
 ``weighted`` (the fit weighs programs by 0.05 plus their squared normalised throughput) and
 ``extra`` (the mean of the log predictions of the trees and of 50 extra trees).
@@ -40,7 +41,7 @@ from common import environment, replayed_records
 from metasched import workloads
 from metasched.database import program_key
 from metasched.search import GBTModel, RandomModel, pairwise_accuracy
-from metasched.search.cost_model import _LANES, _log_labels, program_features
+from metasched.search.cost_model import _LANES, KINDS, _log_labels, program_features
 
 PICKS = 16
 
@@ -49,7 +50,7 @@ class _Trees(GBTModel):
     """The trees alone, without ``_LanesThenTrees``'s line: the model before it."""
 
     def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights=None):
-        return self._make().fit(rows, _log_labels(labels), sample_weight=weights)
+        return self._make("hist").fit(rows, _log_labels(labels), sample_weight=weights)
 
 
 class _Weighted(GBTModel):
@@ -57,7 +58,7 @@ class _Weighted(GBTModel):
     throughput (tried and not taken; ``_log_labels``'s docstring)."""
 
     def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights=None):  # its own weights
-        return self._make().fit(rows, _log_labels(labels), sample_weight=0.05 + labels ** 2)
+        return self._make("hist").fit(rows, _log_labels(labels), sample_weight=0.05 + labels ** 2)
 
 
 class _Extra(_Trees):
@@ -88,7 +89,7 @@ class _Lanes(RandomModel):
         return rows[:, _LANES] + 1e-6 * super().predict_rows(rows)
 
 
-MODELS = {"hist": lambda: GBTModel("hist"), "exact": lambda: GBTModel("exact"), "trees": _Trees,
+MODELS = {**{kind: (lambda kind=kind: GBTModel(kind)) for kind in KINDS}, "trees": _Trees,
           "weighted": _Weighted, "extra": _Extra, "lanes": _Lanes, "random": lambda: RandomModel(0)}
 
 
@@ -136,7 +137,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workload")
     parser.add_argument("databases", nargs="+", metavar="DB")
-    parser.add_argument("--models", default="hist,trees,lanes,random", help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--models", default="blend,hist,trees,lanes,random", help=f"comma-separated, of {', '.join(MODELS)}")
     parser.add_argument("--after", default="16,32,48", help="comma-separated record counts to fit on")
     args = parser.parse_args()
     try:

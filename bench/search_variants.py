@@ -9,10 +9,10 @@ A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``Evolution
 ``exp+sqrt``, or nothing: ``disallow_ops=``) or ``warm_start=PATH`` (the cost model starts trained
 on the records of the other workloads in the database at PATH, measured on this host, as
 ``tune(warm_start=[...])`` trains it: ``metasched.tune.warm_start``, made anew for each run;
-``GBTModel.weights`` and that module have what it gave) or ``model=exact`` (``GBTModel``'s kind,
-``hist`` by default). For each seed, every variant tunes WORKLOAD with that seed in a fresh
-database, the variants one after another (so that the load of this shared machine at a given moment
-falls on all of them); the first variant is the reference. Printed: per seed, each variant's best
+``GBTModel.weights`` and that module have what it gave) or ``model=KIND`` (``GBTModel``'s kind:
+``blend`` by default, ``hist``, ``pairwise``, ``exact``). For each seed, every variant tunes
+WORKLOAD with that seed in a fresh database, the variants one after another (so that the load of
+this shared machine at a given moment falls on all of them); the first variant is the reference. Printed: per seed, each variant's best
 time (as its tuner recorded it) and tuning wall; then per variant the geometric mean of its best
 over the reference's across seeds, how many seeds it won, and its worst and best seed.
 
@@ -49,6 +49,7 @@ import numpy as np
 from common import environment
 from metasched import Database, tune, workloads
 from metasched.search import EvolutionaryConfig, EvolutionarySearch, GBTModel
+from metasched.search.cost_model import KINDS
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, cpu_default
 from metasched.tune import host_target
 from metasched.tune.warm_start import warm_start as warm_model
@@ -67,7 +68,7 @@ class Variant:
     batch_size: int | None
     space: PostOrderApply
     warm_start: str | None = None
-    model: str = "hist"
+    model: str = KINDS[0]
 
     def strategy(self, wl) -> EvolutionarySearch:
         if self.warm_start is None:
@@ -84,7 +85,7 @@ def parse_variant(text: str) -> Variant:
     if text == "default":
         return Variant(EvolutionaryConfig(), None, space)
     changes: dict[str, object] = {}
-    batch_size, warm_start, model = None, None, "hist"
+    batch_size, warm_start, model = None, None, KINDS[0]
     for pair in text.split(","):
         name, sep, value = pair.partition("=")
         if not sep:
@@ -107,8 +108,8 @@ def parse_variant(text: str) -> Variant:
                 raise ValueError(f"{text!r}: no database at {value!r}")
             warm_start = value
         elif name == "model":
-            if value not in ("hist", "exact"):
-                raise ValueError(f"{text!r}: model must be hist or exact")
+            if value not in KINDS:
+                raise ValueError(f"{text!r}: model must be one of {', '.join(KINDS)}")
             model = value
         elif name in _FIELDS:
             changes[name] = int(value) if _FIELDS[name].type in (int, "int") else float(value)
@@ -116,8 +117,9 @@ def parse_variant(text: str) -> Variant:
             raise ValueError(f"{text!r}: {name!r} is neither batch_size, a tiling option "
                              f"({', '.join(_TILING_FLAGS)}), disallow_ops, warm_start, model nor a field of "
                              f"EvolutionaryConfig ({', '.join(_FIELDS)})")
-    if warm_start is not None and model != "hist":
-        raise ValueError(f"{text!r}: warm_start trains the default model (hist); it does not combine with model=")
+    if warm_start is not None and model != KINDS[0]:
+        raise ValueError(f"{text!r}: warm_start trains the default model ({KINDS[0]}); it does not combine with "
+                         f"model=")
     return Variant(EvolutionaryConfig(**changes), batch_size, space, warm_start, model)
 
 

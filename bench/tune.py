@@ -21,7 +21,7 @@ draw from a wide distribution (the measured times steer the search, and they are
 goals are read off the medians.
 
 Cost model: for matmul_relu and conv2d_bias_relu, all records of a seed's three runs (about
-4x ``--trials``) are split in 5 folds; a ``GBTModel`` (hist and exact kinds) trained on 4 folds
+4x ``--trials``) are split in 5 folds; a ``GBTModel`` (each of its kinds) trained on 4 folds
 ranks the fifth; the mean pairwise ranking accuracy over folds and seeds is printed with a
 random model's. Scoring rate: candidates made per second by evolutionary search rounds guided
 by the model trained on the first seed's evolutionary records (sampling or mutating, replay,
@@ -56,6 +56,7 @@ from metasched.codegen import host_vector_bits
 from metasched import Database, assert_outputs_close, build, handwritten, tune, workloads
 from metasched.measure import Builder
 from metasched.search import EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy
+from metasched.search.cost_model import KINDS
 from metasched.search.scoring import InProcess
 from metasched.space import cpu_default
 from metasched.tune import host_target
@@ -113,12 +114,12 @@ def model_quality(wl, paths: list[str], folds: int = 5) -> dict:
         rows.extend((sch, record.median) for sch, record in replayed_records(wl, path))
     order = np.random.default_rng(0).permutation(len(rows))
     parts = np.array_split(order, folds)
-    scores = {"hist": [], "exact": [], "random": []}
+    scores: dict[str, list[float]] = {kind: [] for kind in (*KINDS, "random")}
     for k in range(folds):
         test = [rows[i] for i in parts[k]]
         train = [rows[i] for part in parts[:k] + parts[k + 1:] for i in part]
         truth = [0.0 if s is None else 1.0 / s for _, s in test]
-        for kind in ("hist", "exact"):
+        for kind in KINDS:
             model = GBTModel(kind)
             model.update([sch for sch, _ in train], [s for _, s in train])
             scores[kind].append(pairwise_accuracy(truth, model.predict([sch for sch, _ in test])))
@@ -229,7 +230,8 @@ def main() -> None:
             if quality:
                 mean = {k: float(np.mean([q[k] for q in quality])) for k in quality[0]}
                 print(f"|   model on {mean['records']:.0f} records of {name} (5-fold, mean of {len(quality)} "
-                      f"seeds) | pairwise accuracy: hist {mean['hist']:.3f}, exact {mean['exact']:.3f}, "
+                      f"seeds) | pairwise accuracy: {', '.join(f'{k} {mean[k]:.3f}' for k in KINDS)} (the "
+                      f"model search uses: {KINDS[0]}), "
                       f"random {mean['random']:.3f} |", flush=True)
         if len(geo["replay"]) == len(geo["evolutionary"]) and geo["replay"]:
             ratio = np.exp(np.mean(np.log(geo["evolutionary"])) - np.mean(np.log(geo["replay"])))

@@ -10,11 +10,15 @@ best program of each workload and 0 for a failed one (failures stay in the data 
 as in MetaSchedule's XGBoost model); the trees fit its log (``_log_labels``). Labels are
 recomputed on every refit, because the fastest time moves as records arrive.
 
-``GBTModel`` fits a line in the main store's vectorized lanes, then scikit-learn's
-gradient-boosted trees to what it leaves (``_LanesThenTrees``; ``HistGradientBoostingRegressor``
-by default, ``GradientBoostingRegressor`` with ``kind="exact"``) and refits on every ``update``;
-the default's trees fit only the columns that vary (``_varying_columns``) and predict as
-tables (``tree_tables.TreeTables``: scikit-learn's very values, in a quarter of its time);
+``GBTModel`` fits a line in the main store's vectorized lanes, then gradient-boosted trees
+from there (``_LanesThenTrees``), and refits on every ``update``: scikit-learn's
+``HistGradientBoostingRegressor`` fitted to what the line leaves (``kind="hist"``),
+``GradientBoostingRegressor`` likewise (``"exact"``), scikit-learn decision trees boosted on
+the order of pairs of programs (``"pairwise"``: ``pairwise.PairwiseBoosting``), or by default
+the mean of the ``"hist"`` and ``"pairwise"`` models' log predictions (``"blend"``:
+``_Blend``, which says why). Those trees fit only the columns that vary
+(``_varying_columns``) and predict as tables (``tree_tables.TreeTables``: the very values of
+scikit-learn's trees, in a quarter of its time);
 ``RandomModel`` scores at random, the baseline a learned model must beat. A model trained on one
 workload's records scores another's (``GBTModel.from_database`` warm-starts from a database);
 when it knows several workloads, each weighs as much in the fit as any other
@@ -38,11 +42,14 @@ from metasched.errors import ScheduleError
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule, replay
 from metasched.search.features import FEATURE_NAMES, FEATURE_VERSION, per_store_features
+from metasched.search.pairwise import PairwiseBoosting
 from metasched.search.tree_tables import TreeTables
 
 # Fewer measured programs than this and a fitted model predicts worse than chance: score at
 # random until then (MetaSchedule's XGBoost model waits for data the same way).
 MIN_TRAINING_PROGRAMS = 16
+# The kinds of ``GBTModel`` (its trees), the default first.
+KINDS = ("blend", "hist", "pairwise", "exact")
 _FLOPS = FEATURE_NAMES.index("flops")
 # The main store's vectorized lanes (``program_features`` puts the main store's row first):
 # the column the trees' linear base reads (``_LanesThenTrees``).
@@ -147,13 +154,15 @@ class RandomModel(CostModel):
 class GBTModel(CostModel):
     """Gradient-boosted trees over program features, refitted on all data at each ``update``.
 
-    ``kind``: ``"hist"`` (``HistGradientBoostingRegressor``) or ``"exact"``
+    ``kind`` (``KINDS``): ``"blend"`` (the default: the mean of the next two's log
+    predictions, ``_Blend``), ``"hist"`` (``HistGradientBoostingRegressor``), ``"pairwise"``
+    (ranking trees, ``pairwise.PairwiseBoosting``) or ``"exact"``
     (``GradientBoostingRegressor``). Until ``MIN_TRAINING_PROGRAMS`` programs are known it
     scores at random (seeded), as a model fitted on a handful of points only adds noise."""
 
-    def __init__(self, kind: str = "hist", seed: int = 0) -> None:
-        if kind not in ("hist", "exact"):
-            raise ValueError(f"kind must be 'hist' or 'exact', got {kind!r}")
+    def __init__(self, kind: str = "blend", seed: int = 0) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
         self.kind, self.seed = kind, seed
         self._rows: list[np.ndarray] = []
         self._groups: list[str] = []  # workload key of each row
@@ -217,11 +226,20 @@ class GBTModel(CostModel):
     def _fitted(self, rows: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None):
         """The regressor fitted on program ``rows`` and their normalised throughputs ``labels``
         (enough of them, not all equal), each row of ``weights`` (None: all alike): the line in
-        lanes, then ``_make``'s trees."""
-        return _LanesThenTrees(self._make()).fit(rows, _log_labels(labels), weights)
+        lanes, then ``_make``'s trees; for ``"blend"``, two such, ``"hist"``'s and
+        ``"pairwise"``'s, whose log predictions it averages (``_Blend``)."""
+        logs, groups = _log_labels(labels), np.array(self._groups)
+        kinds = ("hist", "pairwise") if self.kind == "blend" else (self.kind,)
+        fitted = [_LanesThenTrees(self._make(kind)).fit(rows, logs, weights, groups) for kind in kinds]
+        return fitted[0] if len(fitted) == 1 else _Blend(fitted)
 
-    def _make(self):
-        if self.kind == "hist":
+    def _make(self, kind: Optional[str] = None):
+        """Unfitted trees of ``kind`` (default: the model's own; not ``"blend"``, which is two
+        models)."""
+        kind = kind or self.kind
+        if kind == "pairwise":
+            return PairwiseBoosting(random_state=self.seed)
+        if kind == "hist":
             from sklearn.ensemble import HistGradientBoostingRegressor
             # Small trees, many rounds: 150 rounds of 7 leaves at rate 0.1. With log labels, they
             # ranked better than 60 rounds of 15 leaves at 0.2 on each of four sets of records
@@ -243,6 +261,8 @@ class GBTModel(CostModel):
             #   conv2d_bias_relu 1.056 (won 2).
             return HistGradientBoostingRegressor(max_iter=150, learning_rate=0.1, max_leaf_nodes=7,
                                                  min_samples_leaf=4, random_state=self.seed)
+        if kind != "exact":
+            raise ValueError(f"no trees of kind {kind!r}")
         from sklearn.ensemble import GradientBoostingRegressor
         return GradientBoostingRegressor(n_estimators=200, learning_rate=0.1, max_depth=4,
                                          subsample=0.8, random_state=self.seed)
@@ -259,7 +279,7 @@ class GBTModel(CostModel):
 
     @classmethod
     def from_database(cls, database: Database, workloads: Iterable[Workload],
-                      target: Optional[Target] = None, kind: str = "hist", seed: int = 0,
+                      target: Optional[Target] = None, kind: str = "blend", seed: int = 0,
                       most: Optional[int] = None) -> GBTModel:
         """A model trained on the records of ``workloads`` in ``database`` (those of
         ``target`` when given), at most ``most`` of each workload (None: all), spread evenly
@@ -279,6 +299,44 @@ class GBTModel(CostModel):
                 model._add(program_features(sch), wl.key, record.median if record.ok else None)
         model._fit()
         return model
+
+
+class _Blend:
+    """The mean of fitted models' predictions (log throughputs): ``GBTModel``'s ``"blend"``,
+    regression trees' and ranking trees' (``PairwiseBoosting``) estimates averaged.
+
+    Pairwise accuracy, 5-fold over 256 records (a bench run's evolutionary and random records
+    of one seed, three seeds; znver4, 2 cores), ``hist`` / ``pairwise`` / this:
+
+    ================  =====================  =====================  =====================
+    workload          hist                   pairwise               blend
+    ================  =====================  =====================  =====================
+    matmul_relu       0.844, 0.820, 0.830    0.852, 0.826, 0.831    0.856, 0.828, 0.835
+    conv2d_bias_relu  0.860, 0.858, 0.837    0.868, 0.872, 0.854    0.871, 0.864, 0.848
+    ================  =====================  =====================  =====================
+
+    The ranking trees alone rank a run's programs better once there are hundreds of them, but
+    worse fitted on its first few dozen, where the search leans on its model most
+    (``bench/model_choice.py`` over those three runs' evolutionary records, each fitted on
+    16, 32 and 48 records; pairwise accuracy among the others' programs, hist / pairwise /
+    blend: conv2d_bias_relu 0.639 / 0.567 / 0.622, matmul_relu 0.654 / 0.649 / 0.660; the
+    fastest of 16 picks over the fastest program 0.899 / 0.895 / 0.900 and 0.976 / 0.967 /
+    0.978; their mean 0.680 / 0.653 / 0.678 and 0.789 / 0.802 / 0.816). The mean keeps the
+    regression's early picks and the ranking's later order.
+
+    Search, new / old best time over paired seeds 0-7 of 64 trials
+    (``bench/search_variants.py W default model=KIND``): blend against hist, conv2d_bias_relu
+    1.027 (won 4) and matmul_relu 0.959 (won 6); pairwise against hist, 1.078 (won 1) and
+    1.038 (won 3). For scale, the same default settings run twice, an hour apart, differed by
+    a geometric mean of 1.077 over those seeds of conv2d_bias_relu (per seed 0.89 to 1.32)
+    and 1.039 of matmul_relu (0.97 to 1.23): eight seeds tell apart only effects beyond about
+    a tenth."""
+
+    def __init__(self, models: list) -> None:
+        self.models = models
+
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        return sum(model.predict(rows) for model in self.models) / len(self.models)
 
 
 class _LanesThenTrees:
@@ -330,9 +388,11 @@ class _LanesThenTrees:
         self._tables: Optional[TreeTables] = None  # the trees as tables, where they are equal
         self._columns: Optional[np.ndarray] = None  # the columns the trees read (None: all)
 
-    def fit(self, rows: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None) -> _LanesThenTrees:
+    def fit(self, rows: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None,
+            groups: Optional[np.ndarray] = None) -> _LanesThenTrees:
         """Fitted to ``labels`` (log throughputs), each row counted by its weight (None: all
-        alike)."""
+        alike); ranking trees (``PairwiseBoosting``) order the rows within each of ``groups``
+        (the workloads; None: one)."""
         lanes = rows[:, _LANES].astype(float)
         mean_lanes, mean_labels = np.average(lanes, weights=weights), np.average(labels, weights=weights)
         spread = lanes - mean_lanes
@@ -340,8 +400,12 @@ class _LanesThenTrees:
         # Least squares, the slope held at 0 or above.
         self.slope = max(0.0, float(weighted @ (labels - mean_labels) / (weighted @ spread))) if spread.any() else 0.0
         self.intercept = float(mean_labels - self.slope * mean_lanes)
-        self._columns = _varying_columns(rows) if isinstance(self.trees, _hist_regressor()) else None
+        ranking = isinstance(self.trees, PairwiseBoosting)
+        self._columns = _varying_columns(rows) if ranking or isinstance(self.trees, _hist_regressor()) else None
         fitted = self._read(rows)
+        if ranking:  # from the line, to the labels' order
+            self.trees.fit(fitted, labels, self._line(rows), sample_weight=weights, groups=groups)
+            return self
         self.trees.fit(fitted, labels - self._line(rows), sample_weight=weights)
         self._tables = TreeTables.of(self.trees, fitted)
         return self
@@ -355,6 +419,8 @@ class _LanesThenTrees:
         return rows if columns is None else rows[:, columns]
 
     def predict(self, rows: np.ndarray) -> np.ndarray:
+        if isinstance(self.trees, PairwiseBoosting):
+            return self.trees.predict(self._read(rows), self._line(rows))
         tables = getattr(self, "_tables", None)  # a model saved before tables has none
         if tables is not None:
             return self._line(rows) + tables(self._read(rows))

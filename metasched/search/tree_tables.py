@@ -1,5 +1,6 @@
-"""``TreeTables``: a fitted ``HistGradientBoostingRegressor``'s trees evaluated in bulk with
-numpy, equal to its ``predict`` bit for bit.
+"""``TreeTables``: a fitted ``HistGradientBoostingRegressor``'s trees (or
+``pairwise.PairwiseBoosting``'s decision trees) evaluated in bulk with numpy, equal to its
+``predict`` bit for bit.
 
 Search predicts a population of a hundred-odd rows at every genetic round, between two
 batches of work in the worker processes, which wait meanwhile. scikit-learn's ``predict``
@@ -13,11 +14,13 @@ baseline, so every prediction is the very float it would give.
 regressor, categorical splits, trees too large for a table (more than ``MAX_SPLITS`` splits),
 or a result that differs from scikit-learn's on ``rows`` (what it was fitted on) — its private
 attributes may change between versions, and this check turns such a change into the slower
-path rather than into other predictions.
+path rather than into other predictions. ``TreeTables.of_decision_trees`` does the same for
+scikit-learn ``DecisionTreeRegressor``s with leaf values of one's own, checked against their
+``apply``.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -52,6 +55,27 @@ class TreeTables:
         return tables
 
     @classmethod
+    def of_decision_trees(cls, trees: list, leaf_values: list[np.ndarray], rows: np.ndarray) -> Optional[TreeTables]:
+        """The tables of scikit-learn ``DecisionTreeRegressor``s whose nodes add
+        ``leaf_values[t][node]`` (a sum over the trees, in order, from 0), checked as ``of``
+        checks them on ``rows``; None where they cannot be tables or differ."""
+        try:
+            nodes = [_Nodes(tree.tree_.children_left == -1, tree.tree_.feature, tree.tree_.threshold,
+                            tree.tree_.missing_go_to_left.astype(bool), tree.tree_.children_left,
+                            tree.tree_.children_right, values, int(tree.tree_.max_depth))
+                     for tree, values in zip(trees, leaf_values)]
+            tables = cls._tabulate(nodes, 0.0)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+        if tables is None:
+            return None
+        slow = np.zeros(len(rows))
+        x = np.asarray(rows, dtype=np.float32)
+        for tree, values in zip(trees, leaf_values):
+            slow += values[tree.apply(x)]
+        return tables if np.array_equal(tables(rows), slow) else None
+
+    @classmethod
     def _build(cls, regressor) -> Optional[TreeTables]:
         from sklearn.ensemble import HistGradientBoostingRegressor
         if (type(regressor) is not HistGradientBoostingRegressor or regressor.loss != "squared_error"
@@ -60,7 +84,17 @@ class TreeTables:
         trees = [iteration[0].nodes for iteration in regressor._predictors]
         if not trees or any(nodes["is_categorical"].any() for nodes in trees):
             return None
-        splits = max(int((~nodes["is_leaf"].astype(bool)).sum()) for nodes in trees)
+        nodes = [_Nodes(t["is_leaf"].astype(bool), t["feature_idx"], t["num_threshold"],
+                        t["missing_go_to_left"].astype(bool), t["left"], t["right"], t["value"],
+                        int(t["depth"].max())) for t in trees]
+        return cls._tabulate(nodes, float(np.asarray(regressor._baseline_prediction).ravel()[0]))
+
+    @classmethod
+    def _tabulate(cls, trees: list[_Nodes], baseline: float) -> Optional[TreeTables]:
+        """Tables of ``trees`` summed from ``baseline``; None when a tree has too many splits."""
+        if not trees:
+            return None
+        splits = max(int((~nodes.leaf).sum()) for nodes in trees)
         if splits > MAX_SPLITS:
             return None
         feature = np.zeros((len(trees), splits), dtype=np.intp)
@@ -69,22 +103,21 @@ class TreeTables:
         codes = np.arange(2 ** splits)
         table = np.empty((len(trees), len(codes)))
         for t, nodes in enumerate(trees):
-            leaf = nodes["is_leaf"].astype(bool)
+            leaf = nodes.leaf
             inner = np.flatnonzero(~leaf)
-            feature[t, :len(inner)] = nodes["feature_idx"][inner]
-            threshold[t, :len(inner)] = nodes["num_threshold"][inner]
-            missing_left[t, :len(inner)] = nodes["missing_go_to_left"][inner].astype(bool)
-            bit = np.zeros(len(nodes), dtype=np.intp)  # an internal node's bit in a code
+            feature[t, :len(inner)] = nodes.feature[inner]
+            threshold[t, :len(inner)] = nodes.threshold[inner]
+            missing_left[t, :len(inner)] = nodes.missing_left[inner]
+            bit = np.zeros(len(leaf), dtype=np.intp)  # an internal node's bit in a code
             bit[inner] = np.arange(len(inner))
             # Every code walked down the tree at once: bit k set means split k went left.
             at = np.zeros(len(codes), dtype=np.intp)
-            for _ in range(int(nodes["depth"].max())):
+            for _ in range(nodes.depth):
                 left = (codes >> bit[at]) & 1 == 1
-                at = np.where(leaf[at], at, np.where(left, nodes["left"][at], nodes["right"][at]))
+                at = np.where(leaf[at], at, np.where(left, nodes.left[at], nodes.right[at]))
             if not leaf[at].all():
                 return None
-            table[t] = nodes["value"][at]
-        baseline = float(np.asarray(regressor._baseline_prediction).ravel()[0])
+            table[t] = nodes.value[at]
         return cls(baseline, feature.T.ravel(), threshold.T.ravel(), missing_left.T.ravel(), table)
 
     def __call__(self, rows: np.ndarray) -> np.ndarray:
@@ -105,3 +138,18 @@ class TreeTables:
         total[:, 0] = self.baseline
         total[:, 1:] = leaves
         return np.cumsum(total, axis=1)[:, -1]
+
+
+class _Nodes(NamedTuple):
+    """One tree's nodes, whichever estimator made it: per node, whether it is a leaf, the
+    column and threshold it splits on (a row goes left where its value is <= the threshold),
+    where a NaN goes, its children, and the value a row ending there adds; the tree's depth."""
+
+    leaf: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    missing_left: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    depth: int

@@ -48,10 +48,10 @@ def test_the_cost_model_predicts_the_same_with_and_without_tables():
     for row, s in zip(rows, seconds):
         model._add(row, wl.key, float(s))
     model._fit()
-    regressor = model._regressor
-    assert regressor._tables is not None  # the fast path is the one taken
+    hist, pairwise = model._regressor.models  # the default, "blend": both kinds of trees
+    assert hist._tables is not None and pairwise.trees._tables is not None  # the fast path is the one taken
     with_tables = model.predict_rows(rows[::-1])
-    regressor._tables = None
+    hist._tables = pairwise.trees._tables = None
     assert np.array_equal(with_tables, model.predict_rows(rows[::-1]))
 
 
