@@ -16,9 +16,9 @@ labels' scale (least squares), so that a score still reads as a predicted log th
 search draws parents in proportion to ``exp`` of it, and the ranking loss alone leaves its
 scale arbitrary.
 
-Every pair of a group of ``n`` programs is ``n(n-1)/2`` pairs: beyond ``max_pairs`` of them,
-a fixed sample (from ``random_state``) stands for all, so a fit's cost stops growing with
-the square of the records.
+A group of ``n`` programs makes ``n(n-1)/2`` pairs: beyond ``max_pairs`` of them, as many
+pairs drawn at random (from ``random_state``) stand for all, so that a fit's time and memory
+stop growing with the square of the records.
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ class PairwiseBoosting:
     the labels' scale together with ``start``: call ``predict(rows, start)``."""
 
     def __init__(self, rounds: int = 100, learning_rate: float = 0.1, max_leaf_nodes: int = 7,
-                 min_samples_leaf: int = 4, l2: float = 1e-6, max_pairs: int = 60_000, random_state: int = 0) -> None:
-        self.rounds, self.learning_rate, self.l2 = rounds, learning_rate, l2
+                 min_samples_leaf: int = 4, max_pairs: int = 60_000, random_state: int = 0) -> None:
+        self.rounds, self.learning_rate = rounds, learning_rate
         self.max_leaf_nodes, self.min_samples_leaf = max_leaf_nodes, min_samples_leaf
         self.max_pairs, self.random_state = max_pairs, random_state
         self.trees: list = []  # fitted DecisionTreeRegressors
@@ -47,31 +47,34 @@ class PairwiseBoosting:
     def fit(self, rows: np.ndarray, labels: np.ndarray, start: np.ndarray,
             sample_weight: Optional[np.ndarray] = None, groups: Optional[np.ndarray] = None) -> PairwiseBoosting:
         """Fitted to the order of ``labels`` (higher: faster) within each of ``groups`` (None:
-        one group), from the scores ``start``; a pair weighs as its first program's
-        ``sample_weight`` (the pairs of a group share their weight)."""
+        one group), from the scores ``start``. A group's pairs weigh in all what its programs
+        weigh (``sample_weight``; None: 1 each), not what their number of pairs, which grows as
+        its square, would make them: so groups whose programs weigh one over their count
+        (``GBTModel.weights``) weigh alike in pairs too. Within a group, pairs weigh alike."""
         from sklearn.tree import DecisionTreeRegressor
-        # What the trees compare, as they would convert it (so their input checks, a third of a
-        # fit's time, are skipped).
+        # What the trees compare, as they would convert it, so that their input checks (a third
+        # of a fit's time) can be skipped; not for rows with a NaN, whose handling they set up.
         rows = np.ascontiguousarray(rows, dtype=np.float32)
+        check = bool(np.isnan(rows).any())
         labels, start = np.asarray(labels, dtype=float), np.asarray(start, dtype=float)
         faster, slower = self._pairs(labels, groups)
-        weight = np.ones(len(faster)) if sample_weight is None else np.asarray(sample_weight, dtype=float)[faster]
+        weight = _pair_weights(faster, groups, sample_weight, len(labels))
         n = len(labels)
         scores = start.copy()
         self.trees, self.leaf_values = [], []
         for k in range(self.rounds):
             # Per pair: the chance the scores misorder it, the loss's slope and curvature.
-            wrong = 1.0 / (1.0 + np.exp(scores[faster] - scores[slower]))
+            wrong = np.exp(-np.logaddexp(0.0, scores[faster] - scores[slower]))  # 1 / (1 + e^d)
             slope, curve = weight * wrong, weight * wrong * (1.0 - wrong)
             gradient = np.bincount(faster, slope, n) - np.bincount(slower, slope, n)
             curvature = np.bincount(faster, curve, n) + np.bincount(slower, curve, n)
             tree = DecisionTreeRegressor(max_leaf_nodes=self.max_leaf_nodes, min_samples_leaf=self.min_samples_leaf,
-                                         random_state=self.random_state + k).fit(rows, gradient, check_input=False)
-            leaves = tree.apply(rows, check_input=False)
+                                         random_state=self.random_state + k).fit(rows, gradient, check_input=check)
+            leaves = tree.apply(rows, check_input=check)
             values = np.zeros(tree.tree_.node_count)
             counts = np.bincount(leaves, minlength=len(values)) > 0
             values[counts] = self.learning_rate * (np.bincount(leaves, gradient, len(values))[counts]
-                                                   / (np.bincount(leaves, curvature, len(values))[counts] + self.l2))
+                                                   / (np.bincount(leaves, curvature, len(values))[counts] + 1e-6))
             scores += values[leaves]
             self.trees.append(tree)
             self.leaf_values.append(values)
@@ -80,25 +83,28 @@ class PairwiseBoosting:
         return self
 
     def _pairs(self, labels: np.ndarray, groups: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(faster, slower) indices of every pair of one group with different labels, or a
-        fixed sample of ``max_pairs`` of them."""
-        faster, slower = [], []
+        """(faster, slower) indices of every pair of one group with different labels; where
+        the groups hold more than ``max_pairs`` pairs, about that many drawn at random (with
+        ``random_state``), each group's share by its count of pairs, never all of them made."""
         members = [np.arange(len(labels))] if groups is None else \
             [np.flatnonzero(groups == g) for g in np.unique(groups)]
-        for idx in members:
-            i, j = np.triu_indices(len(idx), k=1)
+        counts = np.array([len(idx) * (len(idx) - 1) // 2 for idx in members])
+        rng = np.random.default_rng(self.random_state)
+        faster, slower = [], []
+        for idx, count in zip(members, counts):
+            if counts.sum() <= self.max_pairs:
+                i, j = np.triu_indices(len(idx), k=1)
+            else:
+                drawn = int(np.ceil(self.max_pairs * count / counts.sum()))
+                i = rng.integers(0, len(idx), drawn)
+                j = (i + rng.integers(1, max(len(idx), 2), drawn)) % len(idx)  # another member
             i, j = idx[i], idx[j]
             differ = labels[i] != labels[j]
             i, j = i[differ], j[differ]
             first = labels[i] > labels[j]
             faster.append(np.where(first, i, j))
             slower.append(np.where(first, j, i))
-        faster_all, slower_all = np.concatenate(faster), np.concatenate(slower)
-        if len(faster_all) > self.max_pairs:
-            keep = np.sort(np.random.default_rng(self.random_state).choice(len(faster_all), self.max_pairs,
-                                                                           replace=False))
-            faster_all, slower_all = faster_all[keep], slower_all[keep]
-        return faster_all, slower_all
+        return np.concatenate(faster), np.concatenate(slower)
 
     def trees_sum(self, rows: np.ndarray) -> np.ndarray:
         """What the trees add to the start of each row."""
@@ -116,6 +122,19 @@ class PairwiseBoosting:
         """The score of each row, from its ``start`` (as ``fit`` took it), on the labels'
         scale."""
         return self.offset + self.scale * (np.asarray(start, dtype=float) + self.trees_sum(rows))
+
+
+def _pair_weights(faster: np.ndarray, groups: Optional[np.ndarray],
+                  sample_weight: Optional[np.ndarray], n: int) -> np.ndarray:
+    """Each pair's weight, so that a group's pairs weigh in all what its programs weigh
+    (``sample_weight``, None: 1 each), scaled to a mean of 1."""
+    if not len(faster):
+        return np.ones(0)
+    group = np.zeros(n, dtype=np.intp) if groups is None else np.unique(groups, return_inverse=True)[1].ravel()
+    totals = np.bincount(group, None if sample_weight is None else np.asarray(sample_weight, dtype=float))
+    pairs = np.bincount(group[faster], minlength=len(totals))
+    weight = totals[group[faster]] / pairs[group[faster]]
+    return weight / weight.mean()
 
 
 def _line_onto(scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray]) -> tuple[float, float]:

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from metasched.search import GBTModel, pairwise_accuracy
 from metasched.search.features import FEATURE_NAMES
-from metasched.search.pairwise import PairwiseBoosting
+from metasched.search.pairwise import PairwiseBoosting, _pair_weights
 
 
 def _ranked(seed: int, n: int = 120, columns: int = 6):
@@ -33,13 +33,35 @@ def test_pairs_are_within_a_group_and_faster_first(seed, sizes, ties):
     assert len(set(zip(faster.tolist(), slower.tolist()))) == want
 
 
-def test_beyond_max_pairs_a_fixed_sample_stands_for_all():
-    labels = np.random.default_rng(0).random(300)
-    model = PairwiseBoosting(max_pairs=5000)
-    faster, slower = model._pairs(labels, None)
-    assert len(faster) == 5000 and np.all(labels[faster] > labels[slower])
-    again = PairwiseBoosting(max_pairs=5000)._pairs(labels, None)
+@pytest.mark.parametrize("grouped", [False, True])
+def test_beyond_max_pairs_a_fixed_draw_stands_for_all(grouped):
+    rng = np.random.default_rng(0)
+    labels = rng.random(300)
+    groups = np.repeat([0, 1], [200, 100]) if grouped else None
+    faster, slower = PairwiseBoosting(max_pairs=5000)._pairs(labels, groups)
+    assert 4900 <= len(faster) <= 5002 and np.all(labels[faster] > labels[slower])
+    if grouped:
+        assert np.all(groups[faster] == groups[slower])
+        # Each group's share by its count of pairs: 19900 and 4950.
+        assert abs(np.mean(groups[faster] == 0) - 19900 / 24850) < 0.01
+    again = PairwiseBoosting(max_pairs=5000)._pairs(labels, groups)
     assert np.array_equal(faster, again[0]) and np.array_equal(slower, again[1])
+
+
+def test_workloads_weighed_by_their_counts_weigh_alike_in_pairs():
+    model = GBTModel()
+    for group, count in (("a", 40), ("b", 10)):
+        for k in range(count):
+            model._add(np.zeros(3, dtype=np.float32), group, 1e-3 * (k + 1))
+    groups = np.array(model._groups)
+    faster, slower = PairwiseBoosting()._pairs(model.labels(), groups)
+    weight = _pair_weights(faster, groups, model.weights(), len(groups))
+    per_group = [weight[groups[faster] == g].sum() for g in "ab"]
+    # 780 pairs and 45: pair by pair, the first workload would weigh 17 times the second.
+    assert per_group[0] == pytest.approx(per_group[1]) and weight.mean() == pytest.approx(1.0)
+    unweighted = _pair_weights(faster, groups, None, len(groups))  # each workload by its programs
+    assert [unweighted[groups[faster] == g].sum() for g in "ab"] == pytest.approx([4 / 5 * 825, 1 / 5 * 825])
+    np.testing.assert_allclose(_pair_weights(faster, None, None, len(groups)), 1.0)
 
 
 def test_it_learns_an_order_the_start_misses():
