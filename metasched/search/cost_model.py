@@ -324,13 +324,18 @@ class _Blend:
     0.978; their mean 0.680 / 0.653 / 0.678 and 0.789 / 0.802 / 0.816). The mean keeps the
     regression's early picks and the ranking's later order.
 
-    Search, new / old best time over paired seeds 0-7 of 64 trials
-    (``bench/search_variants.py W default model=KIND``): blend against hist, conv2d_bias_relu
-    1.027 (won 4) and matmul_relu 0.959 (won 6); pairwise against hist, 1.078 (won 1) and
-    1.038 (won 3). For scale, the same default settings run twice, an hour apart, differed by
-    a geometric mean of 1.077 over those seeds of conv2d_bias_relu (per seed 0.89 to 1.32)
-    and 1.039 of matmul_relu (0.97 to 1.23): eight seeds tell apart only effects beyond about
-    a tenth."""
+    Search, new / old best time over paired seeds of 64 trials
+    (``bench/search_variants.py W model=hist model=KIND``): blend against hist over seeds
+    0-15, conv2d_bias_relu 1.030 (won 7 of 16; 1.027 on seeds 0-7, 1.033 on 8-15) and
+    matmul_relu 0.981 (won 10; 0.959 and 1.003); pairwise against hist over seeds 0-7, 1.078
+    (won 1) and 1.038 (won 3). On a bench run's records made after this was chosen (3 seeds),
+    blend / hist / pairwise ranked 0.862 / 0.854 / 0.854 on matmul_relu and 0.867 / 0.855 /
+    0.866 on conv2d_bias_relu: blend above hist on all 12 sets of the two runs.
+
+    For scale, the same settings (hist) run twice on seeds 0-7, an hour apart, differed by a
+    geometric mean of 1.077 on conv2d_bias_relu (per seed 0.89 to 1.32) and 1.039 on
+    matmul_relu (0.97 to 1.23): eight seeds tell apart only effects beyond about a tenth, and
+    sixteen (per-seed spread of the logs 0.10 and 0.06) about 5% and 3%."""
 
     def __init__(self, models: list) -> None:
         self.models = models
