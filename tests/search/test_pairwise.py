@@ -166,3 +166,12 @@ def test_the_blend_averages_the_hist_and_pairwise_models_log_predictions():
     logs = {kind: np.log(model.predict_rows(test_rows)) for kind, model in models.items()}
     np.testing.assert_allclose(logs["blend"], (logs["hist"] + logs["pairwise"]) / 2, rtol=1e-12, atol=1e-12)
     assert GBTModel().kind == "blend"
+
+
+def test_without_a_pair_to_order_the_trees_add_nothing():
+    # Two workloads whose programs all ran alike within each: no pair within a group differs.
+    rows = np.random.default_rng(8).random((20, 4)).astype(np.float32)
+    labels, groups = np.repeat([0.0, 1.0], 10), np.repeat([0, 1], 10)
+    model = PairwiseBoosting(rounds=5).fit(rows, labels, np.arange(20.0), groups=groups)
+    assert np.array_equal(model.trees_sum(rows), np.zeros(20))
+    assert np.array_equal(model.predict(rows, np.arange(20.0)), model.offset + model.scale * np.arange(20.0))
