@@ -327,8 +327,9 @@ class _Blend:
     Search, new / old best time over paired seeds of 64 trials
     (``bench/search_variants.py W model=hist model=KIND``): blend against hist over seeds
     0-15, conv2d_bias_relu 1.030 (won 7 of 16; 1.027 on seeds 0-7, 1.033 on 8-15) and
-    matmul_relu 0.981 (won 10; 0.959 and 1.003); pairwise against hist over seeds 0-7, 1.078
-    (won 1) and 1.038 (won 3). On a bench run's records made after this was chosen (3 seeds),
+    matmul_relu 0.981 (won 10; 0.959 and 1.003); at 128 trials, seeds 0-7, 0.998 (won 5) and
+    0.986 (won 6); pairwise against hist at 64 trials, seeds 0-7, 1.078 (won 1) and 1.038
+    (won 3). On a bench run's records made after this was chosen (3 seeds),
     blend / hist / pairwise ranked 0.862 / 0.854 / 0.854 on matmul_relu and 0.867 / 0.855 /
     0.866 on conv2d_bias_relu: blend above hist on all 12 sets of the two runs.
 
