@@ -23,12 +23,12 @@ and N (each DB in turn the run):
 
 Times from different runs compare only if the runs shared the machine's conditions: run them
 one after another, alone. A model is one of ``GBTModel``'s kinds (``blend``, ``hist``,
-``pairwise``, ``exact``),
-``trees`` (``hist``'s trees without the line in vectorized lanes they start from, the model
-before it), ``lanes`` (that column alone, no fitting), ``random`` (``RandomModel``), or one
-of two variants of ``trees`` tried and not taken, which ``cost_model``'s docstrings record:
-``weighted`` (the fit weighs programs by 0.05 plus their squared normalised throughput) and
-``extra`` (the mean of the log predictions of the trees and of 50 extra trees).
+``pairwise``, ``exact``), ``trees`` (``hist``'s trees without the line in vectorized lanes they
+start from, the model before it), ``lanes`` (that column alone, no fitting), ``random``
+(``RandomModel``), or one of two variants of ``trees`` tried and not taken, which
+``cost_model``'s docstrings record: ``weighted`` (the fit weighs programs by 0.05 plus their
+squared normalised throughput) and ``extra`` (the mean of the log predictions of the trees and
+of 50 extra trees).
 """
 from __future__ import annotations
 
