@@ -42,7 +42,7 @@ from metasched.errors import ScheduleError
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule, replay
 from metasched.search.features import FEATURE_NAMES, FEATURE_VERSION, per_store_features
-from metasched.search.pairwise import PairwiseBoosting
+from metasched.search.pairwise import PairwiseBoosting, rising_line
 from metasched.search.tree_tables import TreeTables
 
 # Fewer measured programs than this and a fitted model predicts worse than chance: score at
@@ -399,13 +399,7 @@ class _LanesThenTrees:
         """Fitted to ``labels`` (log throughputs), each row counted by its weight (None: all
         alike); ranking trees (``PairwiseBoosting``) order the rows within each of ``groups``
         (the workloads; None: one)."""
-        lanes = rows[:, _LANES].astype(float)
-        mean_lanes, mean_labels = np.average(lanes, weights=weights), np.average(labels, weights=weights)
-        spread = lanes - mean_lanes
-        weighted = spread if weights is None else weights * spread
-        # Least squares, the slope held at 0 or above.
-        self.slope = max(0.0, float(weighted @ (labels - mean_labels) / (weighted @ spread))) if spread.any() else 0.0
-        self.intercept = float(mean_labels - self.slope * mean_lanes)
+        self.slope, self.intercept = rising_line(rows[:, _LANES].astype(float), labels, weights)
         ranking = isinstance(self.trees, PairwiseBoosting)
         self._columns = _varying_columns(rows) if ranking or isinstance(self.trees, _hist_regressor()) else None
         fitted = self._read(rows)

@@ -79,7 +79,7 @@ class PairwiseBoosting:
             self.trees.append(tree)
             self.leaf_values.append(values)
         self.scale, self.offset = _line_onto(scores, labels, sample_weight)
-        self._tables = TreeTables.of_decision_trees(self.trees, self.leaf_values, rows)
+        self._tables = TreeTables.of_decision_trees(self.trees, self.leaf_values, rows, self._applied(rows))
         return self
 
     def _pairs(self, labels: np.ndarray, groups: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -113,6 +113,10 @@ class PairwiseBoosting:
         # had one).
         if self._tables is not None and not np.isnan(rows).any():
             return self._tables(rows)
+        return self._applied(rows)
+
+    def _applied(self, rows: np.ndarray) -> np.ndarray:
+        """The trees' sum over float32 ``rows``, tree by tree through scikit-learn's ``apply``."""
         total = np.zeros(len(rows))
         for tree, values in zip(self.trees, self.leaf_values):
             total += values[tree.apply(rows)]
@@ -141,11 +145,16 @@ def _line_onto(scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndar
     """(scale, offset) of the least-squares line from ``scores`` to ``labels``, the scale held
     above 0 so that the order stays: (1, 0) when the scores do not vary or run against the
     labels."""
-    mean_scores, mean_labels = np.average(scores, weights=weights), np.average(labels, weights=weights)
-    spread = scores - mean_scores
+    scale, offset = rising_line(scores, labels, weights)
+    return (scale, offset) if scale > 0 else (1.0, 0.0)
+
+
+def rising_line(x: np.ndarray, y: np.ndarray, weights: Optional[np.ndarray] = None) -> tuple[float, float]:
+    """(slope, intercept) of the least-squares line of ``y`` in ``x``, each point counted by its
+    weight (None: all alike), the slope held at 0 or above: 0, and the mean of ``y``, where
+    ``x`` does not vary or the line falls."""
+    mean_x, mean_y = np.average(x, weights=weights), np.average(y, weights=weights)
+    spread = x - mean_x
     weighted = spread if weights is None else weights * spread
-    variance = float(weighted @ spread)
-    scale = float(weighted @ (labels - mean_labels)) / variance if variance > 0 else 0.0
-    if scale <= 0:
-        return 1.0, 0.0
-    return scale, float(mean_labels - scale * mean_scores)
+    slope = max(0.0, float(weighted @ (y - mean_y) / (weighted @ spread))) if spread.any() else 0.0
+    return slope, float(mean_y - slope * mean_x)

@@ -55,10 +55,12 @@ class TreeTables:
         return tables
 
     @classmethod
-    def of_decision_trees(cls, trees: list, leaf_values: list[np.ndarray], rows: np.ndarray) -> Optional[TreeTables]:
+    def of_decision_trees(cls, trees: list, leaf_values: list[np.ndarray], rows: np.ndarray,
+                          summed: np.ndarray) -> Optional[TreeTables]:
         """The tables of scikit-learn ``DecisionTreeRegressor``s whose nodes add
-        ``leaf_values[t][node]`` (a sum over the trees, in order, from 0), checked as ``of``
-        checks them on ``rows``; None where they cannot be tables or differ."""
+        ``leaf_values[t][node]`` (a sum over the trees, in order, from 0), given ``summed``, that
+        sum on ``rows`` as the trees work it out; None where they cannot be tables or give
+        other values there."""
         try:
             nodes = [_Nodes(tree.tree_.children_left == -1, tree.tree_.feature, tree.tree_.threshold,
                             tree.tree_.missing_go_to_left.astype(bool), tree.tree_.children_left,
@@ -67,13 +69,7 @@ class TreeTables:
             tables = cls._tabulate(nodes, 0.0)
         except (AttributeError, KeyError, TypeError, ValueError):
             return None
-        if tables is None:
-            return None
-        slow = np.zeros(len(rows))
-        x = np.asarray(rows, dtype=np.float32)
-        for tree, values in zip(trees, leaf_values):
-            slow += values[tree.apply(x)]
-        return tables if np.array_equal(tables(rows), slow) else None
+        return tables if tables is not None and np.array_equal(tables(rows), summed) else None
 
     @classmethod
     def _build(cls, regressor) -> Optional[TreeTables]:
