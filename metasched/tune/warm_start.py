@@ -79,7 +79,7 @@ def same_kind(db: Database, workload: Workload, target: Target) -> Optional[Work
         except DatabaseError:
             continue
         if other.kind == workload.kind:
-            count = len(db.records(other, target))
+            count = len(db.measured(other, target))
             if count > most:
                 best, most = other, count
     return best
@@ -106,7 +106,7 @@ def warm_start(db: Database, workload: Workload, target: Target,
         if chosen:  # none of its records replays any more
             return None, None
         raise WarmStartError(f"warm start: {db.path} holds no records of "
-                             f"{', '.join(wl.name for wl in others)} measured on this CPU")
+                             f"{', '.join(wl.label for wl in others)} measured on this CPU")
     return model, WarmStart(others, len(model), model.informed, chosen)
 
 
@@ -121,6 +121,6 @@ def checked(wanted: Union[bool, Sequence[Workload]], workload: Workload) -> tupl
         if not isinstance(other, Workload):
             raise WarmStartError(f"warm_start: expected Workloads, got {other!r}")
         if other.key == workload.key:
-            raise WarmStartError(f"warm start on {other.name}: that is the workload being tuned; its own "
+            raise WarmStartError(f"warm start on {other.label}: that is the workload being tuned; its own "
                                  f"records train the model anyway")
     return tuple(wanted)
