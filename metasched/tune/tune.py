@@ -114,18 +114,32 @@ class LoadGuard:
     gives 1.09, so that the run reported a slower best. The search then drops their
     neighbourhood and the cost model learns from false labels.
 
-    So before a timing that is not a new best counts (a new best is timed twice anyway), the
-    best kernel of the run (the *canary*) is timed again, at most every ``interval`` seconds:
-    slower than ``factor`` times its own time means the machine is busy. The guard then waits
-    for the canary to recover (``waits`` seconds between tries) and the program is timed
-    again. When the canary does not recover, the load is lasting: its slower time becomes the
-    canary's own, so that a loaded machine is not waited for again at every program; a
-    canary that runs faster than its own time later makes that its own again, so that the
-    next spell is seen."""
+    So the programs timed since the machine was last seen quiet are held back (``_Loop``) until
+    the best kernel of the run (the *canary*) is timed again: after a program that is not a
+    new best (a new best is timed twice anyway), at most every ``interval`` seconds, and at
+    the end of every batch. Slower than ``factor`` times its own time means the machine is
+    busy. The guard then waits for the canary to recover (``waits`` seconds between tries),
+    and the held programs are timed again. When the canary does not recover, the load is
+    lasting: its slower time becomes the canary's own, so that a loaded machine is not waited
+    for again at every program; a canary that runs faster than its own time later makes that
+    its own again, so that the next spell is seen.
+
+    Why every held program, and why the look at a batch's end: in two runs whose programs
+    were all timed again 8 times in turns afterwards, a spell that began within a batch left 9
+    of a conv2d_bias_relu batch's 16 programs recorded at 1.5-1.7 times their time, unseen,
+    since the batch took less than ``interval``; before, a look re-timed only the program it
+    followed. Why waits of 15.5 s in all (3.5 s before): in the same runs a spell of about
+    14 s left 37 programs of a random search recorded at 1.3-6.5 times their time, some near
+    the best as clear losers (a 1.2 ms program at 5 ms); ``bench/spells.py`` saw one of 9.7 s.
+    A spell made on purpose (a process spinning on one core for 12 s of a 64-trial
+    conv2d_bias_relu run, each record then timed again 6 times in turns;
+    ``bench/load_spell.py``): before, 31 of the 64 records, two whole batches, were 1.5-6.4
+    times their time; now none of those timed in it, for 14 s more of wall time (the wait). A
+    lasting load costs one wait of 15.5 s before it counts."""
 
     factor: float = 1.5
     interval: float = 2.0
-    waits: tuple[float, ...] = (0.5, 1.0, 2.0)
+    waits: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.perf_counter
     _canary: Optional[tuple[object, float]] = field(default=None, init=False, repr=False)  # (artifact, median s)
@@ -134,11 +148,18 @@ class LoadGuard:
     def new_best(self, artifact: object, seconds: float) -> None:
         self._canary = (artifact, seconds)
 
-    def busy(self, time_canary: Callable[[object], Optional[float]]) -> bool:
+    def due(self) -> bool:
+        """Whether ``busy`` would time the canary now (there is one, and it ran quiet
+        ``interval`` seconds ago or more)."""
+        return self._canary is not None and self.clock() - self._quiet_at >= self.interval
+
+    def busy(self, time_canary: Callable[[object], Optional[float]], now: bool = False) -> bool:
         """Whether the machine was busy when a timing was just taken (then it has waited for
         it to calm down, within ``waits``); ``time_canary(artifact)`` gives the
-        canary's median seconds now (None when it failed)."""
-        if self._canary is None or self.clock() - self._quiet_at < self.interval:
+        canary's median seconds now (None when it failed). The canary is timed at most every
+        ``interval`` seconds, or at once with ``now``; not timed, the machine counts as
+        quiet."""
+        if self._canary is None or not (now or self.due()):
             return False
         artifact, reference = self._canary
         for wait in (None, *self.waits):
@@ -173,6 +194,9 @@ class WorkerTasks:
 
 
 CONFIRM_ROUNDS = 3  # rounds of timing in turns at the end of a run (``_Loop.confirm``)
+# Seconds between the confirmation's tries on a busy machine: shorter than the load guard's,
+# since a confirmation given up leaves the best to the medians, which is no false label.
+CONFIRM_WAITS = (0.5, 1.0, 2.0)
 
 
 def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.PathLike, Database] = None,
@@ -266,6 +290,17 @@ def _progress(progress: Union[bool, ProgressCallback], workload: Workload, trial
     return progress or None
 
 
+class _Held:
+    """A program timed and not yet recorded: its ``runs`` (seconds per repeat) or ``error``,
+    and whether it was a new best when timed."""
+
+    def __init__(self, sch: Schedule, built) -> None:
+        self.sch, self.built = sch, built
+        self.runs: tuple[float, ...] = ()
+        self.error: Optional[str] = None
+        self.new_best = False
+
+
 @dataclass
 class _Loop:
     workload: Workload
@@ -278,6 +313,9 @@ class _Loop:
     progress: Optional[ProgressCallback]
     guard: LoadGuard
 
+    # The programs timed since the machine was last seen quiet, not yet recorded (``LoadGuard``).
+    held: list[_Held] = field(default_factory=list)
+
     def run(self, budget: int, batch_size: int) -> None:
         try:
             while len(self.result.history) < budget:
@@ -286,9 +324,14 @@ class _Loop:
                     self.result.exhausted = True
                     return
                 built = self._build([sch.trace for sch in schedules])
-                seconds = [self._measure(sch, result) for sch, result in zip(schedules, built)]
-                self.search.notify(schedules, seconds)
+                for sch, result in zip(schedules, built):
+                    self._measure(sch, result)
+                self._settle(now=True)
+                self.search.notify(schedules, [t.seconds for t in self.result.history[-len(schedules):]])
                 self._report_round()
+        except KeyboardInterrupt:
+            self._record_held()  # what was measured is kept, checked or not
+            raise
         finally:
             if hasattr(self.progress, "close"):
                 self.progress.close()
@@ -302,7 +345,7 @@ class _Loop:
         than when tuned. Another process then holds a core or the memory bandwidth, and which
         program copes best with that says little about which is fastest (seen: four programs
         all at twice their times, the slowest of them before now the fastest). As the load
-        guard does, it waits for the machine (``LoadGuard.waits``) and times them again; a
+        guard does, it waits for the machine (``CONFIRM_WAITS``) and times them again; a
         machine still busy after that leaves the best to the medians. (Programs whose trials
         were all timed at quiet moments more than that factor faster look the same, and the
         medians decide for them too, as they would without a confirmation.)"""
@@ -319,7 +362,7 @@ class _Loop:
                 built.append((record, result.artifact))
             else:
                 self.result.unconfirmed.append(f"record {record.id}: {result.error}")
-        for wait in (None, *self.guard.waits):
+        for wait in (None, *CONFIRM_WAITS):
             if wait is not None:
                 self.guard.sleep(wait)
             times = self._in_turns(built, rounds)
@@ -375,24 +418,62 @@ class _Loop:
     def _canary_seconds(self, artifact) -> Optional[float]:
         return self._time(artifact).median
 
-    def _measure(self, sch: Schedule, built) -> Optional[float]:
-        """Measure one built candidate, record it, report it; its median seconds or None."""
-        runs, error = (), built.error
-        if built.ok:
-            best = self.result.best_seconds
-            measured = self._time(built.artifact, best)
-            not_best = measured.ok and best is not None and measured.median >= best
-            if not_best and self.guard.busy(self._canary_seconds):
+    def _measure(self, sch: Schedule, built) -> None:
+        """Time one built candidate and hold it; when it is not a new best and the guard is due
+        to look, settle what is held (``_settle``)."""
+        held = _Held(sch, built)
+        self._time_held(held)
+        self.held.append(held)
+        if held.error is None and not held.new_best:
+            self._settle(now=False)
+
+    def _time_held(self, held: _Held) -> None:
+        """Time a held program (a failed build is its error), against the best known, this
+        batch's held programs included; a new best is timed again before it counts, so that
+        one lucky repeat on a noisy machine does not decide it."""
+        built = held.built
+        held.runs, held.error, held.new_best = (), built.error, False
+        if not built.ok:
+            return
+        best = self._best_seconds()
+        measured = self._time(built.artifact, best)
+        held.runs, held.error = measured.seconds, measured.error
+        if measured.ok and (best is None or measured.median < best):
+            again = self._time(built.artifact)
+            held.runs, held.error = (held.runs + again.seconds, None) if again.ok else ((), again.error)
+            if again.ok:
+                held.new_best = True
+                self.guard.new_best(built.artifact, statistics.median(held.runs))
+
+    def _best_seconds(self) -> Optional[float]:
+        """The best median known: the database's best, or a held program's."""
+        known = [statistics.median(h.runs) for h in self.held if h.error is None and h.runs]
+        if self.result.best_seconds is not None:
+            known.append(self.result.best_seconds)
+        return min(known, default=None)
+
+    def _settle(self, now: bool) -> None:
+        """Unless the guard is not due to look (at once with ``now``), ask it whether the
+        machine was busy; if so, time every held program that ran again, now that it is quiet
+        (or the load has been taken as lasting). Then record them all, in order."""
+        if not self.held or not (now or self.guard.due()):
+            return
+        ran = [h for h in self.held if h.error is None]
+        if ran and self.guard.busy(self._canary_seconds, now=True):
+            for held in ran:
+                held.runs = ()  # not the best known any more while it is timed again
+            for held in ran:
                 self.result.retimed += 1
-                measured = self._time(built.artifact, best)
-            runs, error = measured.seconds, measured.error
-            if measured.ok and (best is None or measured.median < best):
-                # A new best is timed again before it counts, so that one lucky repeat on a
-                # noisy machine does not decide it.
-                again = self._time(built.artifact)
-                runs, error = (runs + again.seconds, None) if again.ok else ((), again.error)
-                if again.ok:
-                    self.guard.new_best(built.artifact, statistics.median(runs))
+                self._time_held(held)
+        self._record_held()
+
+    def _record_held(self) -> None:
+        held, self.held = self.held, []
+        for h in held:
+            self._record(h.sch, h.built, h.runs, h.error)
+
+    def _record(self, sch: Schedule, built, runs: tuple[float, ...], error: Optional[str]) -> None:
+        """Record one measured program (``runs``, or its ``error``) and report it."""
         record = self.db.commit(self.workload, sch.trace, target=self.target, seconds=runs,
                                 error=error, build_seconds=built.seconds,
                                 feature_version=str(FEATURE_VERSION))
@@ -405,4 +486,3 @@ class _Loop:
         self.result.history.append(trial)
         if self.progress is not None:
             self.progress(trial, self.result.best_seconds)
-        return median

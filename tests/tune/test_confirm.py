@@ -26,13 +26,15 @@ def proposals(wl, seed, count):
 
 
 class DriftingRunner:
-    """Times program ``keys[i]`` at ``1 + i / 10`` ms; the first ``lucky_runs`` runs of the
-    programs in ``lucky`` take ``luck`` times that (a quiet moment of the machine); programs
+    """Times program ``keys[i]`` at ``1 + i / 10`` ms; the runs of the programs in ``lucky``
+    timed alone (their trials' timings and the load guard's, not the confirmation's turns),
+    the first ``lucky_runs`` of them if given, take ``luck`` times that (a quiet moment of
+    the machine, the guard none the wiser); programs
     in ``failing`` fail after their first ``fails_after`` runs; the first ``busy_turns``
     calls with several programs (the confirmation's turns) take 2 to 3 ms, the slower a
     program the faster then (the load decides the order). Logs each call's program keys."""
 
-    def __init__(self, keys, lucky=(), lucky_runs=2, luck=0.5, failing=(), fails_after=2, busy_turns=0):
+    def __init__(self, keys, lucky=(), lucky_runs=None, luck=0.5, failing=(), fails_after=2, busy_turns=0):
         self.seconds = {key: 1e-3 * (1 + i / 10) for i, key in enumerate(keys)}
         self.lucky, self.lucky_runs, self.luck = set(lucky), lucky_runs, luck
         self.failing, self.fails_after, self.busy_turns = set(failing), fails_after, busy_turns
@@ -56,7 +58,8 @@ class DriftingRunner:
             if key in self.failing and self.runs[key] > self.fails_after:
                 results.append(RunResult((), "run: crashed with SIGSEGV"))
                 continue
-            factor = self.luck if key in self.lucky and self.runs[key] <= self.lucky_runs else 1.0
+            lucky = key in self.lucky and len(keys) == 1
+            factor = self.luck if lucky and (self.lucky_runs is None or self.runs[key] <= self.lucky_runs) else 1.0
             results.append(RunResult((self.seconds[key] * factor,) * 3, None))
         self.calls.append(keys)
         return results

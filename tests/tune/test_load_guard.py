@@ -1,9 +1,10 @@
-"""The load guard: a program timed while the machine was busy (a clear loser timed once, or
-one timed in full) is timed again once the best kernel of the run (the canary) runs at its
-own time again."""
+"""The load guard: the programs timed while the machine was busy (clear losers timed once, or
+programs timed in full) are held back and timed again once the best kernel of the run (the
+canary) runs at its own time again; the guard looks at most every ``interval`` seconds and at
+the end of every batch."""
 import pytest
 
-from metasched import tune, workloads
+from metasched import Database, tune, workloads
 from metasched.database import program_key
 from metasched.measure import RunResult
 from metasched.tune.tune import LoadGuard
@@ -40,6 +41,17 @@ def test_a_quiet_canary_is_not_timed_again_within_the_interval():
     clock.now += 1.5
     assert not guard.busy(canary)
     assert timed == ["best", "best"] and clock.slept == []
+
+
+def test_now_looks_within_the_interval():
+    clock, timed = Clock(), []
+    guard = guard_with(clock)
+    guard.new_best("best", 1.0)
+    canary = lambda artifact: timed.append(artifact) or 1.2  # noqa: E731
+    assert guard.due() and not guard.busy(canary)
+    clock.now += 1.0
+    assert not guard.due() and not guard.busy(canary, now=True)
+    assert timed == ["best", "best"]
 
 
 def test_a_burst_is_waited_out():
@@ -119,20 +131,68 @@ def canary_checks(runner: BurstRunner) -> list[int]:
 # Seeds of random search whose first program checked against the canary was timed in full,
 # and timed once as a clear loser.
 @pytest.mark.parametrize("seed, loser", [(0, False), (1, True)], ids=["timed in full", "a clear loser"])
-def test_tune_times_a_program_of_a_burst_again(fake_builder, seed, loser):
+def test_tune_times_the_programs_of_a_burst_again(fake_builder, seed, loser):
     wl = workloads.get("matmul_relu", M=32, N=32, K=32)
     quiet_runner = BurstRunner()
     quiet = tune(wl, trials=12, seed=seed, strategy="replay", builder=fake_builder, runner=quiet_runner)
     assert quiet.retimed == 0
-    # The program timed just before the run's first canary check (checks come at most every
-    # 2 s, and this run takes less).
+    # The program timed just before the run's first canary check (the first program that is
+    # not a new best, once there is a canary).
     burst = canary_checks(quiet_runner)[0] - 1
     assert (burst in quiet_runner.single) == loser
     # A burst through that program's timing and two timings of the canary: it is timed at 6x,
-    # the canary is slow twice (waits of 0.5 and 1 s), then quiet, and the program is timed again.
+    # the canary is slow twice (waits of 0.5 and 1 s), then quiet, and the programs held since
+    # the run began (none was recorded before the guard first looked) are timed again.
     loaded = tune(wl, trials=12, seed=seed, strategy="replay", builder=fake_builder,
                   runner=BurstRunner(burst=burst, length=3))
-    assert [t.trace for t in loaded.history] == [t.trace for t in quiet.history]
-    assert loaded.retimed == 1
+    traces = [t.trace for t in quiet.history]
+    assert [t.trace for t in loaded.history] == traces
+    assert loaded.retimed == traces.index(quiet_runner.timed[burst]) + 1
     for trial in loaded.history:
         assert trial.seconds == pytest.approx(seconds_of(trial.trace))  # no record of the burst
+
+
+def test_a_burst_after_a_quiet_look_is_seen_at_the_end_of_the_batch(fake_builder):
+    wl = workloads.get("matmul_relu", M=32, N=32, K=32)
+    quiet_runner = BurstRunner()
+    quiet = tune(wl, trials=8, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner, confirm=0)
+    # One batch of 8, timed in less than the guard's interval: it looks once in the batch and
+    # once at its end.
+    first, last = canary_checks(quiet_runner)
+    assert last == len(quiet_runner.timed) - 1
+    # A burst from just after the first look through the look at the end: every program
+    # timed in it is timed again once the canary runs quiet (after a wait of 0.5 s).
+    loaded = tune(wl, trials=8, seed=0, strategy="replay", builder=fake_builder,
+                  runner=BurstRunner(burst=first + 1, length=last - first), confirm=0)
+    traces = [t.trace for t in quiet.history]
+    assert [t.trace for t in loaded.history] == traces
+    assert loaded.retimed == len(traces) - 1 - traces.index(quiet_runner.timed[first - 1])
+    for trial in loaded.history:
+        assert trial.seconds == pytest.approx(seconds_of(trial.trace))
+
+
+class InterruptedRunner(BurstRunner):
+    """A ``BurstRunner`` that is interrupted (Ctrl-C) at run ``stop``."""
+
+    def __init__(self, stop: int):
+        super().__init__()
+        self.stop = stop
+
+    def run(self, workload, artifacts, best=None):
+        if self.calls == self.stop:
+            raise KeyboardInterrupt
+        return super().run(workload, artifacts, best)
+
+
+def test_an_interrupted_run_keeps_the_programs_it_held(fake_builder):
+    wl = workloads.get("matmul_relu", M=32, N=32, K=32)
+    quiet_runner = BurstRunner()
+    quiet = tune(wl, trials=8, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner, confirm=0)
+    first, last = canary_checks(quiet_runner)
+    # Interrupted at the look at the end of the batch: the programs timed since the first
+    # look, held until then, are recorded all the same.
+    db = Database(":memory:")
+    with pytest.raises(KeyboardInterrupt):
+        tune(wl, trials=8, database=db, seed=0, strategy="replay", builder=fake_builder,
+             runner=InterruptedRunner(stop=last), confirm=0)
+    assert [r.program for r in db.records(wl)] == [program_key(t.trace) for t in quiet.history]
