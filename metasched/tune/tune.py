@@ -16,7 +16,7 @@ from metasched.codegen import CodegenOptions
 from metasched.database import Confirmation, Database, Record, Target
 from metasched.errors import WarmStartError
 from metasched.lang.workload import Workload
-from metasched.measure import Builder, Runner
+from metasched.measure import BuildResult, Builder, Runner
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search import (
@@ -290,15 +290,16 @@ def _progress(progress: Union[bool, ProgressCallback], workload: Workload, trial
     return progress or None
 
 
+@dataclass
 class _Held:
     """A program timed and not yet recorded: its ``runs`` (seconds per repeat) or ``error``,
     and whether it was a new best when timed."""
 
-    def __init__(self, sch: Schedule, built) -> None:
-        self.sch, self.built = sch, built
-        self.runs: tuple[float, ...] = ()
-        self.error: Optional[str] = None
-        self.new_best = False
+    sch: Schedule
+    built: BuildResult
+    runs: tuple[float, ...] = ()
+    error: Optional[str] = None
+    new_best: bool = False
 
 
 @dataclass
@@ -418,7 +419,7 @@ class _Loop:
     def _canary_seconds(self, artifact) -> Optional[float]:
         return self._time(artifact).median
 
-    def _measure(self, sch: Schedule, built) -> None:
+    def _measure(self, sch: Schedule, built: BuildResult) -> None:
         """Time one built candidate and hold it; when it is not a new best and the guard is due
         to look, settle what is held (``_settle``)."""
         held = _Held(sch, built)
@@ -472,7 +473,7 @@ class _Loop:
         for h in held:
             self._record(h.sch, h.built, h.runs, h.error)
 
-    def _record(self, sch: Schedule, built, runs: tuple[float, ...], error: Optional[str]) -> None:
+    def _record(self, sch: Schedule, built: BuildResult, runs: tuple[float, ...], error: Optional[str]) -> None:
         """Record one measured program (``runs``, or its ``error``) and report it."""
         record = self.db.commit(self.workload, sch.trace, target=self.target, seconds=runs,
                                 error=error, build_seconds=built.seconds,
