@@ -29,10 +29,10 @@ class DriftingRunner:
     """Times program ``keys[i]`` at ``1 + i / 10`` ms; the runs of the programs in ``lucky``
     timed alone (their trials' timings and the load guard's, not the confirmation's turns),
     the first ``lucky_runs`` of them if given, take ``luck`` times that (a quiet moment of
-    the machine, the guard none the wiser); programs
-    in ``failing`` fail after their first ``fails_after`` runs; the first ``busy_turns``
-    calls with several programs (the confirmation's turns) take 2 to 3 ms, the slower a
-    program the faster then (the load decides the order). Logs each call's program keys."""
+    the machine, the guard none the wiser); programs in ``failing`` fail after their first
+    ``fails_after`` runs; the first ``busy_turns`` calls with several programs (the
+    confirmation's turns) take 2 to 3 ms, the slower a program the faster then (the load
+    decides the order). Logs each call's program keys."""
 
     def __init__(self, keys, lucky=(), lucky_runs=None, luck=0.5, failing=(), fails_after=2, busy_turns=0):
         self.seconds = {key: 1e-3 * (1 + i / 10) for i, key in enumerate(keys)}

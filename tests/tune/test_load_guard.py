@@ -152,14 +152,20 @@ def test_tune_times_the_programs_of_a_burst_again(fake_builder, seed, loser):
         assert trial.seconds == pytest.approx(seconds_of(trial.trace))  # no record of the burst
 
 
+def one_quiet_batch(wl, builder):
+    """A run of one batch of 8 on a quiet machine, timed in less than the guard's interval:
+    the result, the runner, and the runs of the guard's two looks (one in the batch, one at
+    its end)."""
+    runner = BurstRunner()
+    result = tune(wl, trials=8, seed=0, strategy="replay", builder=builder, runner=runner, confirm=0)
+    first, last = canary_checks(runner)
+    assert last == len(runner.timed) - 1
+    return result, runner, first, last
+
+
 def test_a_burst_after_a_quiet_look_is_seen_at_the_end_of_the_batch(fake_builder):
     wl = workloads.get("matmul_relu", M=32, N=32, K=32)
-    quiet_runner = BurstRunner()
-    quiet = tune(wl, trials=8, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner, confirm=0)
-    # One batch of 8, timed in less than the guard's interval: it looks once in the batch and
-    # once at its end.
-    first, last = canary_checks(quiet_runner)
-    assert last == len(quiet_runner.timed) - 1
+    quiet, quiet_runner, first, last = one_quiet_batch(wl, fake_builder)
     # A burst from just after the first look through the look at the end: every program
     # timed in it is timed again once the canary runs quiet (after a wait of 0.5 s).
     loaded = tune(wl, trials=8, seed=0, strategy="replay", builder=fake_builder,
@@ -186,13 +192,11 @@ class InterruptedRunner(BurstRunner):
 
 def test_an_interrupted_run_keeps_the_programs_it_held(fake_builder):
     wl = workloads.get("matmul_relu", M=32, N=32, K=32)
-    quiet_runner = BurstRunner()
-    quiet = tune(wl, trials=8, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner, confirm=0)
-    first, last = canary_checks(quiet_runner)
+    quiet, _, _, last = one_quiet_batch(wl, fake_builder)
     # Interrupted at the look at the end of the batch: the programs timed since the first
     # look, held until then, are recorded all the same.
-    db = Database(":memory:")
-    with pytest.raises(KeyboardInterrupt):
-        tune(wl, trials=8, database=db, seed=0, strategy="replay", builder=fake_builder,
-             runner=InterruptedRunner(stop=last), confirm=0)
-    assert [r.program for r in db.records(wl)] == [program_key(t.trace) for t in quiet.history]
+    with Database(":memory:") as db:
+        with pytest.raises(KeyboardInterrupt):
+            tune(wl, trials=8, database=db, seed=0, strategy="replay", builder=fake_builder,
+                 runner=InterruptedRunner(stop=last), confirm=0)
+        assert [r.program for r in db.records(wl)] == [program_key(t.trace) for t in quiet.history]
