@@ -60,7 +60,7 @@ class TuneResult:
     history: list[Trial] = field(default_factory=list)
     wall_seconds: float = 0.0
     build_seconds: float = 0.0  # wall time spent waiting for builds
-    run_seconds: float = 0.0  # wall time spent measuring
+    run_seconds: float = 0.0  # wall time spent measuring, the load guard's waits for a quiet machine included
     earlier_trials: int = 0  # trials the database held for this workload and target at the start
     earlier_best: Optional[Record] = None  # the best of those
     exhausted: bool = False  # the strategy found no more new programs before the budget
@@ -366,6 +366,7 @@ class _Loop:
         for wait in (None, *CONFIRM_WAITS):
             if wait is not None:
                 self.guard.sleep(wait)
+                self.result.run_seconds += wait
             times = self._in_turns(built, rounds)
             if len(times) < 2:
                 return None
@@ -460,13 +461,21 @@ class _Loop:
         if not self.held or not (now or self.guard.due()):
             return
         ran = [h for h in self.held if h.error is None]
-        if ran and self.guard.busy(self._canary_seconds, now=True):
+        if ran and self._busy():
             for held in ran:
                 held.runs = ()  # not the best known any more while it is timed again
             for held in ran:
                 self.result.retimed += 1
                 self._time_held(held)
         self._record_held()
+
+    def _busy(self) -> bool:
+        """The guard's answer now; its canary's timings and its waits count as measuring time
+        (waiting for a quiet machine is part of timing on it, not search)."""
+        started, measured = time.perf_counter(), self.result.run_seconds
+        busy = self.guard.busy(self._canary_seconds, now=True)
+        self.result.run_seconds = measured + time.perf_counter() - started
+        return busy
 
     def _record_held(self) -> None:
         held, self.held = self.held, []

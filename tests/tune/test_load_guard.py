@@ -148,6 +148,7 @@ def test_tune_times_the_programs_of_a_burst_again(fake_builder, seed, loser):
     traces = [t.trace for t in quiet.history]
     assert [t.trace for t in loaded.history] == traces
     assert loaded.retimed == traces.index(quiet_runner.timed[burst]) + 1
+    assert loaded.run_seconds >= 1.5  # the waits count as measuring, not as search
     for trial in loaded.history:
         assert trial.seconds == pytest.approx(seconds_of(trial.trace))  # no record of the burst
 
