@@ -480,7 +480,8 @@ class _Loop:
     def _record_held(self) -> None:
         held, self.held = self.held, []
         for h in held:
-            self._record(h.sch, h.built, h.runs, h.error)
+            if h.runs or h.error is not None:  # not one whose timing again was interrupted
+                self._record(h.sch, h.built, h.runs, h.error)
 
     def _record(self, sch: Schedule, built: BuildResult, runs: tuple[float, ...], error: Optional[str]) -> None:
         """Record one measured program (``runs``, or its ``error``) and report it."""

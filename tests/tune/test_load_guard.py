@@ -201,3 +201,21 @@ def test_an_interrupted_run_keeps_the_programs_it_held(fake_builder):
             tune(wl, trials=8, database=db, seed=0, strategy="replay", builder=fake_builder,
                  runner=InterruptedRunner(stop=last), confirm=0)
         assert [r.program for r in db.records(wl)] == [program_key(t.trace) for t in quiet.history]
+
+
+def test_an_interrupted_timing_again_records_only_what_was_timed(fake_builder):
+    wl = workloads.get("matmul_relu", M=32, N=32, K=32)
+    quiet, quiet_runner, first, last = one_quiet_batch(wl, fake_builder)
+    # A burst through the look at the end of the batch, then Ctrl-C while the held programs
+    # are timed again: the first of them, timed again, is recorded; the others, whose first
+    # timings were dropped, are not (a run resumed on the database measures them).
+    runner = InterruptedRunner(stop=last + 3)  # the canary slow, then quiet, then one timed again
+    runner.burst, runner.length = last - 1, 2
+    with Database(":memory:") as db:
+        with pytest.raises(KeyboardInterrupt):
+            tune(wl, trials=8, database=db, seed=0, strategy="replay", builder=fake_builder, runner=runner,
+                 confirm=0)
+        traces = [t.trace for t in quiet.history]
+        held = traces.index(quiet_runner.timed[first - 1]) + 1  # the first program held at the end
+        assert [r.program for r in db.records(wl)] == [program_key(t) for t in traces[:held + 1]]
+        assert all(r.median == pytest.approx(seconds_of(r.trace)) for r in db.records(wl))
