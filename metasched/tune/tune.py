@@ -149,17 +149,16 @@ class LoadGuard:
         self._canary = (artifact, seconds)
 
     def due(self) -> bool:
-        """Whether ``busy`` would time the canary now (there is one, and it ran quiet
-        ``interval`` seconds ago or more)."""
+        """Whether it is time to look (``busy``) after a program: there is a canary, and it
+        ran quiet ``interval`` seconds ago or more. (At the end of a batch the loop looks
+        anyway.)"""
         return self._canary is not None and self.clock() - self._quiet_at >= self.interval
 
-    def busy(self, time_canary: Callable[[object], Optional[float]], now: bool = False) -> bool:
-        """Whether the machine was busy when a timing was just taken (then it has waited for
-        it to calm down, within ``waits``); ``time_canary(artifact)`` gives the
-        canary's median seconds now (None when it failed). The canary is timed at most every
-        ``interval`` seconds, or at once with ``now``; not timed, the machine counts as
-        quiet."""
-        if self._canary is None or not (now or self.due()):
+    def busy(self, time_canary: Callable[[object], Optional[float]]) -> bool:
+        """Whether the machine is busy, by the canary timed now (then it has waited for it to
+        calm down, within ``waits``); ``time_canary(artifact)`` gives the canary's median
+        seconds (None when it failed). Without a canary the machine counts as quiet."""
+        if self._canary is None:
             return False
         artifact, reference = self._canary
         for wait in (None, *self.waits):
@@ -473,7 +472,7 @@ class _Loop:
         """The guard's answer now; its canary's timings and its waits count as measuring time
         (waiting for a quiet machine is part of timing on it, not search)."""
         started, measured = time.perf_counter(), self.result.run_seconds
-        busy = self.guard.busy(self._canary_seconds, now=True)
+        busy = self.guard.busy(self._canary_seconds)
         self.result.run_seconds = measured + time.perf_counter() - started
         return busy
 

@@ -30,27 +30,28 @@ def test_without_a_canary_nothing_is_busy():
     assert not guard_with(Clock()).busy(lambda artifact: pytest.fail("nothing to time"))
 
 
-def test_a_quiet_canary_is_not_timed_again_within_the_interval():
+def test_a_quiet_canary_is_not_due_again_within_the_interval():
     clock, timed = Clock(), []
     guard = guard_with(clock)
-    guard.new_best("best", 1.0)
-    canary = lambda artifact: timed.append(artifact) or 1.2  # noqa: E731
-    assert not guard.busy(canary)
-    clock.now += 1.0
-    assert not guard.busy(canary)
-    clock.now += 1.5
-    assert not guard.busy(canary)
-    assert timed == ["best", "best"] and clock.slept == []
-
-
-def test_now_looks_within_the_interval():
-    clock, timed = Clock(), []
-    guard = guard_with(clock)
+    assert not guard.due()  # no canary yet
     guard.new_best("best", 1.0)
     canary = lambda artifact: timed.append(artifact) or 1.2  # noqa: E731
     assert guard.due() and not guard.busy(canary)
     clock.now += 1.0
-    assert not guard.due() and not guard.busy(canary, now=True)
+    assert not guard.due()
+    clock.now += 1.5
+    assert guard.due() and not guard.busy(canary)
+    assert timed == ["best", "best"] and clock.slept == []
+
+
+def test_busy_looks_whenever_asked():
+    clock, timed = Clock(), []
+    guard = guard_with(clock)
+    guard.new_best("best", 1.0)
+    canary = lambda artifact: timed.append(artifact) or 1.2  # noqa: E731
+    assert not guard.busy(canary)
+    clock.now += 1.0
+    assert not guard.due() and not guard.busy(canary)  # as at the end of a batch
     assert timed == ["best", "best"]
 
 
