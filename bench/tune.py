@@ -15,9 +15,12 @@ machine's fp32 FMA peak they are: ``peak.py``, measured at the start and again a
 the bench, as the machine's speed drifts), the ratios (their time / ours: above 1 we are
 faster), tuning wall time and the search's share of it (what is neither building nor
 measuring; the load guard's waits for a quiet machine count as measuring), and how many
-programs the load guard timed again (``TuneResult.retimed``); then per workload the median over the seeds of each figure; then random search
-against evolutionary at twice ``--trials``: the geometric mean over workloads and seeds of
-their speeds relative to numpy (each timed in turns with numpy). One run of 64 trials is one
+programs the load guard timed again (``TuneResult.retimed``) and, in brackets, the loads it
+took as lasting after waiting them out in vain (``TuneResult.lasting_loads``: the programs
+timed then were timed on a loaded machine); then per workload the median over the seeds of
+each figure; then random search against evolutionary at twice ``--trials``: the geometric
+mean over workloads and seeds of their speeds relative to numpy (each timed in turns with
+numpy). One run of 64 trials is one
 draw from a wide distribution (the measured times steer the search, and they are noisy), so the
 goals are read off the medians.
 
@@ -168,13 +171,13 @@ RATIOS = ("numpy", "PyTorch", "hand-written")
 
 
 def print_row(name: str, seed: str, strategy: str, trials: int, found: dict, wall: float, share: float,
-              retimed: float, peak: float) -> None:
+              retimed: str, peak: float) -> None:
     tvm_ratio, tvm_base, tvm_wall = TVM.get(name, (None, None, None))
     tvm = f"{tvm_ratio}x {tvm_base}, {tvm_wall} s" if tvm_ratio else "-"
     cells = [f"{found[k]:.2f}" if k in found else "-" for k in RATIOS]
     gflops = workloads.get(name).flops / found["seconds"] / 1e9
     print(f"| {name} | {seed} | {strategy} | {trials} | {found['seconds'] * 1e3:.3f} ms | {gflops:.0f} "
-          f"({gflops / peak:.0%}) | {' | '.join(cells)} | {wall:.1f} s | {share:.0%} | {retimed:g} | {tvm} |",
+          f"({gflops / peak:.0%}) | {' | '.join(cells)} | {wall:.1f} s | {share:.0%} | {retimed} | {tvm} |",
           flush=True)
 
 
@@ -191,7 +194,7 @@ def main() -> None:
     peak = fma_peak()
     print(f"fp32 FMA peak of this machine, measured now (bench/peak.py): {peak:.0f} GFLOP/s")
     header = ("| workload | seed | search | trials | best | GFLOP/s (of peak) | vs numpy | vs PyTorch | "
-              "vs hand-written | wall | search share | retimed | TVM-64 |")
+              "vs hand-written | wall | search share | retimed (lasting loads) | TVM-64 |")
     print(f"\n{header}\n|{'---|' * (header.count('|') - 1)}")
     settings = [("evolutionary", n), ("evolutionary", 2 * n), ("replay", 2 * n)]
     # Each best's speed relative to numpy, timed in turns with it: the runs' best times, taken
@@ -206,33 +209,36 @@ def main() -> None:
             parser.error(f"--keep {folder}: holds databases already (a run would continue them); give a new folder")
         for name in names:
             wl = workloads.get(name)
-            runs: dict[tuple[str, int], list[tuple[dict, float, float, int]]] = {s: [] for s in settings}
+            runs: dict[tuple[str, int], list[tuple[dict, float, float, int, int]]] = {s: [] for s in settings}
             quality = []
             for seed in seeds:
                 evo_db = str(Path(folder) / f"{name}.{seed}.evo.db")
                 rand_db = str(Path(folder) / f"{name}.{seed}.rand.db")
                 wall: dict[str, float] = {}  # a continued run adds to the wall time of its start
                 retimed: dict[str, int] = {}  # and to its programs timed again (``LoadGuard``)
+                lasting: dict[str, int] = {}  # and to the loads its guard took as lasting
                 for strategy, trials in settings:
                     path = evo_db if strategy == "evolutionary" else rand_db
                     result = tune(wl, trials=trials, database=path, seed=seed, strategy=strategy)
                     wall[path] = wall.get(path, 0.0) + result.wall_seconds
                     retimed[path] = retimed.get(path, 0) + result.retimed
+                    lasting[path] = lasting.get(path, 0) + len(result.lasting_loads)
                     found = compare(wl, path)
-                    runs[strategy, trials].append((found, wall[path], search_share(result), retimed[path]))
+                    runs[strategy, trials].append((found, wall[path], search_share(result), retimed[path],
+                                                   lasting[path]))
                     if trials == 2 * n:
                         geo[strategy].append(found["numpy"])
                     print_row(name, str(seed), strategy, trials, found, wall[path], search_share(result),
-                              retimed[path], peak)
+                              f"{retimed[path]} ({lasting[path]})", peak)
                 if name in MODEL_WORKLOADS:
                     quality.append(model_quality(wl, [evo_db, rand_db]))
             if len(seeds) > 1:
                 for (strategy, trials), found in runs.items():
-                    medians = {k: float(np.median([f[k] for f, _, _, _ in found]))
+                    medians = {k: float(np.median([f[k] for f, *_ in found]))
                                for k in ("seconds", *RATIOS) if k in found[0][0]}
-                    print_row(name, "median", strategy, trials, medians, float(np.median([w for _, w, _, _ in found])),
-                              float(np.median([s for _, _, s, _ in found])),
-                              float(np.median([r for _, _, _, r in found])), peak)
+                    print_row(name, "median", strategy, trials, medians, float(np.median([f[1] for f in found])),
+                              float(np.median([f[2] for f in found])),
+                              f"{np.median([f[3] for f in found]):g} ({np.median([f[4] for f in found]):g})", peak)
             if quality:
                 mean = {k: float(np.mean([q[k] for q in quality])) for k in quality[0]}
                 print(f"|   model on {mean['records']:.0f} records of {name} (5-fold, mean of {len(quality)} "

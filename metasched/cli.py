@@ -332,6 +332,10 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print("the search space ran out of programs not yet measured")
         if result.retimed:
             print(f"the machine was busy: {result.retimed} programs were timed again")
+        if result.lasting_loads:
+            slowdowns = ", ".join(f"{s:.1f}x" for s in result.lasting_loads)
+            print(f"the machine stayed busy past the load guard's waits {len(result.lasting_loads)} time(s) "
+                  f"(its best kernel at {slowdowns} its time): the programs timed then were timed at that speed")
         for reason in result.unconfirmed:
             print(f"not confirmed: {reason}")
         if result.confirmation is not None:

@@ -66,6 +66,9 @@ class TuneResult:
     exhausted: bool = False  # the strategy found no more new programs before the budget
     rounds: list[str] = field(default_factory=list)
     retimed: int = 0  # programs timed again because the machine was busy (``LoadGuard``)
+    # Per load the guard waited out in vain and took as the machine's state, the slowdown it
+    # left (2.0: the best kernel at twice its time): later timings ran at that speed.
+    lasting_loads: list[float] = field(default_factory=list)
     confirmation: Optional[Confirmation] = None  # the fastest timed again in turns at the end
     unconfirmed: list[str] = field(default_factory=list)  # why records, or all, were not confirmed
     warm_start: Optional[WarmStart] = None  # what the cost model started trained on, if anything
@@ -144,6 +147,10 @@ class LoadGuard:
     clock: Callable[[], float] = time.perf_counter
     _canary: Optional[tuple[object, float]] = field(default=None, init=False, repr=False)  # (artifact, median s)
     _quiet_at: float = field(default=-float("inf"), init=False, repr=False)  # when the canary ran at its time
+    # Per load taken as lasting, how many times its own time (as the guard knew it: after an
+    # earlier lasting load, that load's) the canary still took after the waits; the programs
+    # timed after it ran at that loaded speed (``TuneResult.lasting_loads``).
+    lasting: list[float] = field(default_factory=list, init=False)
 
     def new_best(self, artifact: object, seconds: float) -> None:
         self._canary = (artifact, seconds)
@@ -173,6 +180,7 @@ class LoadGuard:
         # Still busy: the load is lasting, not a burst. Its times are the machine's times
         # for now; waiting at every program would only stall the run.
         if seconds is not None:
+            self.lasting.append(seconds / reference)
             self._canary, self._quiet_at = (artifact, seconds), self.clock()
         return True
 
@@ -474,6 +482,12 @@ class _Loop:
         started, measured = time.perf_counter(), self.result.run_seconds
         busy = self.guard.busy(self._canary_seconds)
         self.result.run_seconds = measured + time.perf_counter() - started
+        if len(self.guard.lasting) > len(self.result.lasting_loads):
+            slowdown = self.guard.lasting[-1]
+            self.result.lasting_loads.append(slowdown)
+            if hasattr(self.progress, "note"):
+                self.progress.note(f"the machine stays busy: the best kernel runs at {slowdown:.1f}x its time "
+                                   f"after {sum(self.guard.waits):g} s of waiting; timing goes on at that speed")
         return busy
 
     def _record_held(self) -> None:

@@ -2,12 +2,17 @@
 programs timed in full) are held back and timed again once the best kernel of the run (the
 canary) runs at its own time again; the guard looks at most every ``interval`` seconds and at
 the end of every batch."""
+import functools
+import importlib
+
 import pytest
 
 from metasched import Database, tune, workloads
 from metasched.database import program_key
 from metasched.measure import RunResult
 from metasched.tune.tune import LoadGuard
+
+tune_module = importlib.import_module("metasched.tune.tune")  # the package's ``tune`` is the function
 
 
 class Clock:
@@ -69,10 +74,10 @@ def test_lasting_load_becomes_the_canarys_time():
     guard = guard_with(clock)
     guard.new_best("best", 1.0)
     assert guard.busy(lambda artifact: 4.0)
-    assert clock.slept == [0.5, 1.0]
+    assert clock.slept == [0.5, 1.0] and guard.lasting == [4.0]
     clock.now += 5.0
     assert not guard.busy(lambda artifact: 4.2)  # the loaded machine is the norm now
-    assert clock.slept == [0.5, 1.0]
+    assert clock.slept == [0.5, 1.0] and guard.lasting == [4.0]
 
 
 def test_once_a_lasting_load_has_gone_the_next_spell_is_seen():
@@ -152,6 +157,28 @@ def test_tune_times_the_programs_of_a_burst_again(fake_builder, seed, loser):
     assert loaded.run_seconds >= 1.5  # the waits count as measuring, not as search
     for trial in loaded.history:
         assert trial.seconds == pytest.approx(seconds_of(trial.trace))  # no record of the burst
+
+
+def test_tune_reports_a_load_that_outlasts_the_guards_waits(fake_builder, monkeypatch):
+    wl = workloads.get("matmul_relu", M=32, N=32, K=32)
+    quiet_runner = BurstRunner()
+    quiet = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner)
+    assert quiet.lasting_loads == []
+    # From the program before the first look on, every run takes 6 times its time: the
+    # guard's waits (made short here) end with the canary still slow, and the load is taken
+    # as the machine's state, at 6 times the canary's time.
+    burst = canary_checks(quiet_runner)[0] - 1
+    monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01)))
+    notes = []
+    progress = lambda trial, best: None  # noqa: E731
+    progress.note = notes.append
+    loaded = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder,
+                  runner=BurstRunner(burst=burst, length=10**6), progress=progress)
+    assert loaded.lasting_loads == [pytest.approx(6.0)]
+    assert len(notes) == 1 and "6.0x" in notes[0]
+    # The held programs were timed again under the load, and recorded at its speed.
+    assert loaded.retimed > 0
+    assert loaded.history[-1].seconds == pytest.approx(6 * seconds_of(loaded.history[-1].trace))
 
 
 def one_quiet_batch(wl, builder):
