@@ -247,3 +247,20 @@ def test_an_interrupted_timing_again_records_only_what_was_timed(fake_builder):
         held = traces.index(quiet_runner.timed[first - 1]) + 1  # the first program held at the end
         assert [r.program for r in db.records(wl)] == [program_key(t) for t in traces[:held + 1]]
         assert all(r.median == pytest.approx(seconds_of(r.trace)) for r in db.records(wl))
+
+
+def test_the_cli_says_when_a_load_outlasted_the_guards_waits(fake_builder, monkeypatch, tmp_path, capsys):
+    from metasched import cli
+
+    monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01)))
+    real_tune = cli.tune
+    # Every run from the third on (after the first program's two timings) takes 6 times its time.
+    monkeypatch.setattr(cli, "tune", lambda *args, **kwargs: real_tune(
+        *args, builder=fake_builder, runner=BurstRunner(burst=2, length=10**6), **kwargs))
+    db = str(tmp_path / "loaded.db")
+    assert cli.main(["tune", "matmul_relu", "-p", "M=32", "-p", "N=32", "-p", "K=32", "--trials", "6",
+                     "--strategy", "replay", "--db", db]) == cli.EXIT_OK
+    captured = capsys.readouterr()
+    assert "the machine stayed busy past the load guard's waits 1 time(s) (its best kernel at 6.0x its time)" \
+        in captured.out
+    assert "the machine stays busy: the best kernel runs at 6.0x its time after 0.02 s of waiting" in captured.err
