@@ -8,7 +8,7 @@ process spins on one core from ``--start`` to ``--start + --length`` seconds aft
 begins: a parallel kernel then waits for that core at every barrier, as in the spells of a
 shared machine (``bench/spells.py``). Then every record is built again and timed ``--rounds``
 times in turns on the quiet machine, and its recorded median is compared with the median of
-those: printed, the run's wall time and ``TuneResult.retimed``, and each record 1.3 times its
+those: printed, the run's wall time, ``TuneResult.retimed`` and ``lasting_loads``, and each record 1.3 times its
 time or more, marked when it was recorded in the spell. What it checks is ``tune``'s load guard
 (``metasched.tune.tune.LoadGuard``). Run it in two checkouts (``PYTHONPATH=<checkout>``) to
 compare them, never two at once.
@@ -78,6 +78,7 @@ def main() -> None:
         spinner.join()
         print(f"{args.workload}, {args.trials} trials, spinning from {args.start:.0f} to "
               f"{args.start + args.length:.0f} s: wall {result.wall_seconds:.1f} s, retimed {result.retimed}, "
+              f"loads taken as lasting {[round(s, 2) for s in result.lasting_loads]}, "
               f"best {result.best_seconds * 1e3:.3f} ms", flush=True)
         found = retimed(wl, path, args.rounds)
     slow = [(r, ratio) for r, ratio in found if ratio >= 1.3]

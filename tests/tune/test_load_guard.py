@@ -27,8 +27,8 @@ class Clock:
         self.now += seconds
 
 
-def guard_with(clock):
-    return LoadGuard(factor=1.5, interval=2.0, waits=(0.5, 1.0), sleep=clock.sleep, clock=clock)
+def guard_with(clock, **kwargs):
+    return LoadGuard(factor=1.5, interval=2.0, waits=(0.5, 1.0), sleep=clock.sleep, clock=clock, **kwargs)
 
 
 def test_without_a_canary_nothing_is_busy():
@@ -70,21 +70,41 @@ def test_a_burst_is_waited_out():
 
 
 def test_lasting_load_becomes_the_canarys_time():
-    clock = Clock()
-    guard = guard_with(clock)
+    clock, notes = Clock(), []
+    guard = guard_with(clock, note=notes.append)
     guard.new_best("best", 1.0)
-    assert guard.busy(lambda artifact: 4.0)
-    assert clock.slept == [0.5, 1.0] and guard.lasting == [4.0]
+    assert guard.busy(lambda artifact: 1.8)  # busy, not heavy (twice its time)
+    assert clock.slept == [0.5, 1.0] and guard.lasting == [1.8]
+    assert notes == ["the machine stays busy: the best kernel runs at 1.8x its time after 1.5 s of waiting; "
+                     "timing goes on at that speed"]
     clock.now += 5.0
-    assert not guard.busy(lambda artifact: 4.2)  # the loaded machine is the norm now
-    assert clock.slept == [0.5, 1.0] and guard.lasting == [4.0]
+    assert not guard.busy(lambda artifact: 1.9)  # the loaded machine is the norm now
+    assert clock.slept == [0.5, 1.0] and guard.lasting == [1.8] and len(notes) == 1
+
+
+def test_a_heavy_load_is_waited_for_up_to_the_guards_patience():
+    # More than ``heavy`` times the canary's time after the waits: the last wait again, until
+    # the load lifts, then the held programs are timed again (busy), nothing taken as lasting.
+    clock, notes = Clock(), []
+    guard = guard_with(clock, heavy=2.0, patience=10.0, note=notes.append)
+    guard.new_best("best", 1.0)
+    times = iter([6.0, 6.0, 6.0, 5.0, 6.0, 1.2])
+    assert guard.busy(lambda artifact: next(times))
+    assert clock.slept == [0.5, 1.0, 1.0, 1.0, 1.0] and guard.lasting == []
+    assert len(notes) == 1 and notes[0].startswith("the machine is busy: the best kernel runs at 6.0x its time; "
+                                                   "waiting up to 10 s in all")
+    # One that outlasts the patience is taken as lasting at last, the waits summing to it.
+    clock.now += 5.0
+    assert guard.busy(lambda artifact: 6.0)
+    assert sum(clock.slept[5:]) == pytest.approx(10.0) and max(clock.slept[5:]) == 1.0
+    assert guard.lasting == [6.0] and "after 10 s of waiting" in notes[-1]
 
 
 def test_once_a_lasting_load_has_gone_the_next_spell_is_seen():
     clock = Clock()
     guard = guard_with(clock)
     guard.new_best("best", 1.0)
-    assert guard.busy(lambda artifact: 4.0)  # lasting: 4.0 is the canary's time for now
+    assert guard.busy(lambda artifact: 1.8)  # lasting: 1.8 is the canary's time for now
     clock.now += 5.0
     assert not guard.busy(lambda artifact: 1.0)  # the load has gone, and 1.0 is its time again
     clock.now += 5.0
@@ -165,17 +185,18 @@ def test_tune_reports_a_load_that_outlasts_the_guards_waits(fake_builder, monkey
     quiet = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner)
     assert quiet.lasting_loads == []
     # From the program before the first look on, every run takes 6 times its time: the
-    # guard's waits (made short here) end with the canary still slow, and the load is taken
-    # as the machine's state, at 6 times the canary's time.
+    # guard's waits and its patience with a heavy load (both made short here) end with the
+    # canary still slow, and the load is taken as the machine's state, at 6 times its time.
     burst = canary_checks(quiet_runner)[0] - 1
-    monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01)))
+    monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01),
+                                                                    patience=0.05))
     notes = []
     progress = lambda trial, best: None  # noqa: E731
     progress.note = notes.append
     loaded = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder,
                   runner=BurstRunner(burst=burst, length=10**6), progress=progress)
     assert loaded.lasting_loads == [pytest.approx(6.0)]
-    assert len(notes) == 1 and "6.0x" in notes[0]
+    assert len(notes) == 2 and "6.0x its time; waiting" in notes[0] and "stays busy" in notes[1]
     # The held programs were timed again under the load, and recorded at its speed.
     assert loaded.retimed > 0
     assert loaded.history[-1].seconds == pytest.approx(6 * seconds_of(loaded.history[-1].trace))
@@ -252,7 +273,8 @@ def test_an_interrupted_timing_again_records_only_what_was_timed(fake_builder):
 def test_the_cli_says_when_a_load_outlasted_the_guards_waits(fake_builder, monkeypatch, tmp_path, capsys):
     from metasched import cli
 
-    monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01)))
+    monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01),
+                                                                    patience=0.05))
     real_tune = cli.tune
     # Every run from the third on (after the first program's two timings) takes 6 times its time.
     monkeypatch.setattr(cli, "tune", lambda *args, **kwargs: real_tune(
@@ -263,4 +285,5 @@ def test_the_cli_says_when_a_load_outlasted_the_guards_waits(fake_builder, monke
     captured = capsys.readouterr()
     assert "the machine stayed busy past the load guard's waits 1 time(s) (its best kernel at 6.0x its time)" \
         in captured.out
-    assert "the machine stays busy: the best kernel runs at 6.0x its time after 0.02 s of waiting" in captured.err
+    assert "the machine is busy: the best kernel runs at 6.0x its time; waiting up to 0.05 s" in captured.err
+    assert "the machine stays busy: the best kernel runs at 6.0x its time after 0.05 s of waiting" in captured.err
