@@ -20,9 +20,8 @@ took as lasting after waiting them out in vain (``TuneResult.lasting_loads``: th
 timed then were timed on a loaded machine); then per workload the median over the seeds of
 each figure; then random search against evolutionary at twice ``--trials``: the geometric
 mean over workloads and seeds of their speeds relative to numpy (each timed in turns with
-numpy). One run of 64 trials is one
-draw from a wide distribution (the measured times steer the search, and they are noisy), so the
-goals are read off the medians.
+numpy). One run of 64 trials is one draw from a wide distribution (the measured times steer
+the search, and they are noisy), so the goals are read off the medians.
 
 Cost model: for matmul_relu and conv2d_bias_relu, all records of a seed's three runs (about
 4x ``--trials``) are split in 5 folds; a ``GBTModel`` (each of its kinds) trained on 4 folds
