@@ -1,12 +1,12 @@
 """A spell of load made on purpose during a tuning run: are the programs timed in it recorded
 at their own time?
 
-    python bench/load_spell.py [--workload conv2d_bias_relu] [--trials 64] [--start 8] [--length 12]
+    python bench/load_spell.py [--workload conv2d_bias_relu] [--trials 64] [--start 8] [--length 12] [--duty 1]
 
 Tunes ``--workload`` (evolutionary search, ``--seed``) into a new database while another
 process spins on one core from ``--start`` to ``--start + --length`` seconds after the run
-begins: a parallel kernel then waits for that core at every barrier, as in the spells of a
-shared machine (``bench/spells.py``). Then every record is built again and timed ``--rounds``
+begins (``--duty`` of every 4 ms, all of it by default): a parallel kernel then waits for
+that core at every barrier, as in the spells of a shared machine (``bench/spells.py``). Then every record is built again and timed ``--rounds``
 times in turns on the quiet machine, and its recorded median is compared with the median of
 those: printed, the run's wall time, ``TuneResult.retimed`` and ``lasting_loads``, and each
 record 1.3 times its time or more, marked when it was recorded in the spell. What it checks is
@@ -37,10 +37,15 @@ from metasched.measure import Builder, Runner
 from metasched.tune import host_target
 
 
-def spin(start: float, until: float) -> None:
+def spin(start: float, until: float, duty: float) -> None:
+    """Spin from ``start`` to ``until`` (times of ``time.time``), ``duty`` of every 4 ms."""
     time.sleep(max(0.0, start - time.time()))
     while time.time() < until:
-        pass
+        began = time.time()
+        while time.time() < began + 0.004 * duty:
+            pass
+        if duty < 1:
+            time.sleep(0.004 * (1 - duty))
 
 
 def retimed(wl, path: str, rounds: int) -> list[tuple[object, float]]:
@@ -65,6 +70,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--start", type=float, default=8.0, help="seconds into the run the spell begins")
     parser.add_argument("--length", type=float, default=12.0, help="seconds the spell lasts")
+    parser.add_argument("--duty", type=float, default=1.0, help="share of the time the spinner spins (0-1]")
     parser.add_argument("--rounds", type=int, default=6, help="timings in turns of each record afterwards")
     args = parser.parse_args()
     print(environment())
@@ -73,7 +79,7 @@ def main() -> None:
         path = os.path.join(scratch, "spell.db")
         began = time.time()
         spell = (began + args.start, began + args.start + args.length)
-        spinner = multiprocessing.Process(target=spin, args=spell, daemon=True)
+        spinner = multiprocessing.Process(target=spin, args=(*spell, args.duty), daemon=True)
         spinner.start()
         result = tune(wl, trials=args.trials, database=path, seed=args.seed)
         spinner.join()

@@ -27,8 +27,10 @@ class Clock:
         self.now += seconds
 
 
-def guard_with(clock, **kwargs):
-    return LoadGuard(factor=1.5, interval=2.0, waits=(0.5, 1.0), sleep=clock.sleep, clock=clock, **kwargs)
+def guard_with(clock, patience=1.5, **kwargs):
+    """A guard on ``clock`` that waits 0.5 s, then 1 s, and by default no longer (``patience``)."""
+    return LoadGuard(factor=1.5, interval=2.0, waits=(0.5, 1.0), patience=patience, sleep=clock.sleep,
+                     clock=clock, **kwargs)
 
 
 def test_without_a_canary_nothing_is_busy():
@@ -73,7 +75,7 @@ def test_lasting_load_becomes_the_canarys_time():
     clock, notes = Clock(), []
     guard = guard_with(clock, note=notes.append)
     guard.new_best("best", 1.0)
-    assert guard.busy(lambda artifact: 1.8)  # busy, not heavy (twice its time)
+    assert guard.busy(lambda artifact: 1.8)
     assert clock.slept == [0.5, 1.0] and guard.lasting == [1.8]
     assert notes == ["the machine stays busy: the best kernel runs at 1.8x its time after 1.5 s of waiting; "
                      "timing goes on at that speed"]
@@ -82,11 +84,11 @@ def test_lasting_load_becomes_the_canarys_time():
     assert clock.slept == [0.5, 1.0] and guard.lasting == [1.8] and len(notes) == 1
 
 
-def test_a_heavy_load_is_waited_for_up_to_the_guards_patience():
-    # More than ``heavy`` times the canary's time after the waits: the last wait again, until
-    # the load lifts, then the held programs are timed again (busy), nothing taken as lasting.
+def test_a_load_that_outlasts_the_waits_is_waited_for_up_to_the_guards_patience():
+    # Still busy after the waits: the last wait again, until the load lifts; then the held
+    # programs are timed again (busy), and nothing is taken as lasting.
     clock, notes = Clock(), []
-    guard = guard_with(clock, heavy=2.0, patience=10.0, note=notes.append)
+    guard = guard_with(clock, patience=10.0, note=notes.append)
     guard.new_best("best", 1.0)
     times = iter([6.0, 6.0, 6.0, 5.0, 6.0, 1.2])
     assert guard.busy(lambda artifact: next(times))
