@@ -190,7 +190,7 @@ class LoadGuard:
         while seconds is None or seconds > self.factor * reference:
             if tries < len(self.waits):
                 wait = self.waits[tries]
-            elif self.waits and waited < self.patience:
+            elif self.waits and self.waits[-1] > 0 and waited < self.patience:
                 if tries == len(self.waits):
                     slow = "fails" if seconds is None else f"runs at {seconds / reference:.1f}x its time"
                     self._tell(f"the machine is busy: the best kernel {slow}; waiting up to {self.patience:g} s "
