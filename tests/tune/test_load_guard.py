@@ -187,8 +187,8 @@ def test_tune_reports_a_load_that_outlasts_the_guards_waits(fake_builder, monkey
     quiet = tune(wl, trials=12, seed=0, strategy="replay", builder=fake_builder, runner=quiet_runner)
     assert quiet.lasting_loads == []
     # From the program before the first look on, every run takes 6 times its time: the
-    # guard's waits and its patience with a heavy load (both made short here) end with the
-    # canary still slow, and the load is taken as the machine's state, at 6 times its time.
+    # guard's waits and its patience (both made short here) end with the canary still slow,
+    # and the load is taken as the machine's state, at 6 times its time.
     burst = canary_checks(quiet_runner)[0] - 1
     monkeypatch.setattr(tune_module, "LoadGuard", functools.partial(LoadGuard, waits=(0.01, 0.01),
                                                                     patience=0.05))
