@@ -1,6 +1,8 @@
 """``tune``: propose ▶ build ▶ measure ▶ remember, for one workload, until the trial budget is
-spent. Every result goes to the database the moment it is known, so a run that is killed loses
-nothing it measured and the next run with that database goes on from there."""
+spent. Every result goes to the database once the load guard has seen the machine quiet after
+it (``LoadGuard``), at the latest at the end of its batch: a run that is killed loses at most
+the timings of the batch it was timing (one stopped with Ctrl-C records them), and the next run
+with that database goes on from there."""
 from __future__ import annotations
 
 import os
