@@ -10,13 +10,12 @@ of slow samples, the spells' count and duration quantiles, and each spell longer
 
 What it is for: ``tune``'s load guard (``metasched.tune.tune.LoadGuard``) waits ``waits``
 seconds, then up to ``patience`` in all, for a slow canary before it takes the load as lasting
-and lets the programs timed in it count; spells longer than that wait leave programs recorded at their slow times, which
-the cost model then learns from. On a 2-core znver4 VM (2026-11-29, 480 s): 22,306 samples,
-1.8% slow, 38 spells, of which 36 shorter than 0.4 s and two of 9.7 s and 2.2 s at 1.9x; the
-guard waited 3.5 s then (15.5 s, then 120 s, since; ``bench/load_spell.py`` makes a spell on
-purpose). A
-second probe, 900 s the next hour: 42,939 samples, 1.0% slow, 122 spells, the longest 1.0 s:
-the long spells come and go by the hour.
+and lets the programs timed in it count; spells longer than that wait leave programs recorded
+at their slow times, which the cost model then learns from. On a 2-core znver4 VM (2026-11-29,
+480 s): 22,306 samples, 1.8% slow, 38 spells, of which 36 shorter than 0.4 s and two of 9.7 s
+and 2.2 s at 1.9x; the guard waited 3.5 s then (15.5 s, then 120 s, since;
+``bench/load_spell.py`` makes a spell on purpose). A second probe, 900 s the next hour: 42,939
+samples, 1.0% slow, 122 spells, the longest 1.0 s: the long spells come and go by the hour.
 """
 from __future__ import annotations
 
