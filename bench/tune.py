@@ -31,7 +31,8 @@ by the model trained on the first seed's evolutionary records (sampling or mutat
 postprocessors, lowering, features, prediction) over three rounds, in one process and in
 the two worker processes the tuner uses, each measured three times in turns (the median is
 the figure); timed from the search's ``start`` (which readies the workers once per run: their
-imports and design spaces).
+imports and design spaces). With it, the share of the two-worker time that the parent process
+worked alone, outside the workers' maps, while they waited.
 
 Goals (issue 9): evolutionary beats random on the geometric mean at equal trials; at 64 trials
 each workload at least as fast relative to numpy/PyTorch as TVM MetaSchedule's 64 trials
@@ -130,7 +131,7 @@ def model_quality(wl, paths: list[str], folds: int = 5) -> dict:
     return {"records": len(rows), **{kind: float(np.mean(v)) for kind, v in scores.items()}}
 
 
-def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> dict[str, list[float]]:
+def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> tuple[dict[str, list[float]], float]:
     """Candidates made per second of search (sample or mutate, replay, postprocessors,
     lowering, features, the model's prediction, the search's own work) over ``rounds``
     proposals of 16 by an ``EvolutionarySearch`` with ``model``, after its ``start``: in this
@@ -148,22 +149,48 @@ def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> dict
     and 4 genetic rounds) made at least 4,442 candidates in two rounds of 64 trials, in 28.0 s
     of search on conv2d_bias_relu and 4.8 s on matmul_relu (the sum of its profiler's
     ``EvoSearch`` phases): about 160 and 930 a second, where this bench printed 524 and 882
-    that day."""
+    that day.
+
+    Also returned: the share of the two-worker runs' time that the parent process worked
+    alone (outside the workers' maps: mutation draws, claims, prediction, the search's
+    bookkeeping), their median. cProfile overstates it: it slows the parent's Python far more
+    than its waiting (0.68 s of 2.15 under the profiler, 0.30 s of 2.17 without it, on
+    conv2d_bias_relu)."""
     rates: dict[str, list[float]] = {"one process": [], "two workers": []}
+    alone: list[float] = []
     with Builder() as builder:
         builder.start()
         for repeat in range(repeats):
             for k, (label, tasks) in enumerate((("one process", InProcess()),
                                                 ("two workers", WorkerTasks(builder.workers)))):
+                timed = _TimedTasks(tasks)
                 search = EvolutionarySearch(model=model)
                 rng = np.random.default_rng(2 * repeat + k)
-                search.start(SearchContext(wl, cpu_default(), rng, tasks=tasks))
+                search.start(SearchContext(wl, cpu_default(), rng, tasks=timed))
+                timed.seconds = 0.0
                 started = time.perf_counter()
                 for _ in range(rounds):
                     search.propose(16)
+                wall = time.perf_counter() - started
                 made = sum(r.generated + r.rejected for r in search.rounds)
-                rates[label].append(made / (time.perf_counter() - started))
-    return rates
+                rates[label].append(made / wall)
+                if label == "two workers":
+                    alone.append(1.0 - timed.seconds / wall)
+    return rates, float(np.median(alone))
+
+
+class _TimedTasks:
+    """``tasks`` with the seconds spent in its ``map`` summed (``scoring.Tasks``)."""
+
+    def __init__(self, tasks) -> None:
+        self.tasks, self.workers, self.seconds = tasks, tasks.workers, 0.0
+
+    def map(self, fn, items):
+        started = time.perf_counter()
+        try:
+            return self.tasks.map(fn, items)
+        finally:
+            self.seconds += time.perf_counter() - started
 
 
 RATIOS = ("numpy", "PyTorch", "hand-written")
@@ -253,11 +280,11 @@ def main() -> None:
             if name in names:
                 wl = workloads.get(name)
                 model = GBTModel.from_database(Database(str(Path(folder) / f"{name}.0.evo.db")), [wl], host_target())
-                rates = scoring_rate(wl, model)
+                rates, alone = scoring_rate(wl, model)
                 print(f"candidates scored per second, {name}: " +
                       ", ".join(f"{np.median(found):.0f} in {label} (median of "
-                                f"{', '.join(f'{r:.0f}' for r in found)})" for label, found in rates.items()),
-                      flush=True)
+                                f"{', '.join(f'{r:.0f}' for r in found)})" for label, found in rates.items()) +
+                      f"; with two workers the parent worked alone {alone:.0%} of the time", flush=True)
         print(f"\nfp32 FMA peak of this machine, measured again: {fma_peak():.0f} GFLOP/s")
 
 
