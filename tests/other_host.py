@@ -10,9 +10,12 @@ place their levels at, the target a database records. A test that holds on one h
 on another; this finds such a test before the machine does. Every process of the command
 (pytest, the worker processes it spawns) sees:
 
-* LLVM's host CPU as the named one, without the features that host lacks (AVX-512 on an AVX2
-  part), through a ``sitecustomize`` module put first on ``PYTHONPATH``. Only features can be
-  taken away: code for AVX-512 would not run on an AVX2 machine, so such a host is refused.
+* LLVM's host CPU as the named one, and for a host without AVX-512 this machine's features
+  without AVX-512 and what came with it, through a ``sitecustomize`` module put first on
+  ``PYTHONPATH`` (it shadows any other ``sitecustomize``). Only features can be taken away:
+  code for AVX-512 would not run on an AVX2 machine, so such a host is refused here. The code
+  asks the features for the vector width and libmvec's variants only, so the AVX-512
+  extensions one AVX-512 part has and another lacks are left as they are.
 * Linux's description of the first core's caches (``/sys/devices/system/cpu/cpu0/cache``) as
   that host's, bind-mounted in a private mount namespace (``unshare -m``: root on Linux).
   Without it the command runs with this machine's cache sizes, and says so.
@@ -131,7 +134,10 @@ def main() -> int:
         else:
             print(f"as {args.host}: LLVM host CPU {host.cpu}; this machine's cache sizes (a private "
                   f"mount of {_CACHES} needs root and unshare on Linux)", flush=True)
-        return subprocess.run(command, env=env).returncode
+        try:
+            return subprocess.run(command, env=env).returncode
+        except KeyboardInterrupt:  # the command had it too
+            return 130
 
 
 if __name__ == "__main__":
