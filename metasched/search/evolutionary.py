@@ -138,11 +138,13 @@ class EvolutionaryConfig:
     (AVX-512 Xeon, new / old best time): matmul_relu 1.018 (won 7), conv2d_bias_relu 1.038
     (won 6): no better, for a third more mutants per proposal.
 
-    Also tried on conv2d_bias_relu, paired seeds of 64 trials each (AVX-512 Xeon, new / old
-    best time), neither taken: ``init_measured_ratio`` 0.5 against 0.2, 1.081 over seeds 0-7
-    (won 3, seeds from 0.87 to 1.43); ``population_size`` 256 against 128, 0.962 over seeds
-    0-7 (won 5, from 0.80 to 1.40) and 0.965 over seeds 8-15 (won 4, from 0.82 to 1.10), a
-    few percent within the spread of the runs, for a 64-trial wall of 18-27 s against 16-26 s."""
+    Also tried, paired seeds of 64 trials each (AVX-512 Xeon, new / old best time), neither
+    taken: ``init_measured_ratio`` 0.5 against 0.2, conv2d_bias_relu 1.081 over seeds 0-7
+    (won 3, seeds from 0.87 to 1.43). ``population_size`` 256 against 128: conv2d_bias_relu
+    0.962 over seeds 0-7 (won 5, from 0.80 to 1.40) and 0.965 over seeds 8-15 (won 4, from
+    0.82 to 1.10), matmul_relu 0.930 (seeds 0-7, won 5, from 0.73 to 1.03), dense_bias_relu
+    0.990 (won 5), softmax 1.020 (won 3), for a tenth more tuning wall: a few percent on the
+    tiled workloads, within the spread of the runs, and none on the others."""
 
     population_size: int = 128
     init_measured_ratio: float = 0.2
