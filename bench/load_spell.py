@@ -6,9 +6,9 @@ at their own time?
 Tunes ``--workload`` (evolutionary search, ``--seed``) into a new database while another
 process spins on one core from ``--start`` to ``--start + --length`` seconds after the run
 begins (``--duty`` of every 4 ms, all of it by default): a parallel kernel then waits for
-that core at every barrier, as in the spells of a shared machine (``bench/spells.py``). Then every record is built again and timed ``--rounds``
-times in turns on the quiet machine, and its recorded median is compared with the median of
-those: printed, the run's wall time, ``TuneResult.retimed`` and ``lasting_loads``, and each
+that core at every barrier, as in the spells of a shared machine (``bench/spells.py``). Then
+every record is built again and timed ``--rounds`` times in turns on the quiet machine, and its
+recorded median is compared with the median of those: printed, the run's wall time, ``TuneResult.retimed`` and ``lasting_loads``, and each
 record 1.3 times its time or more, marked when it was recorded in the spell. What it checks is
 ``tune``'s load guard (``metasched.tune.tune.LoadGuard``). Run it in two checkouts
 (``PYTHONPATH=<checkout>``) to compare them, never two at once. ``--length 40`` makes a load
