@@ -8,11 +8,12 @@ process spins on one core from ``--start`` to ``--start + --length`` seconds aft
 begins (``--duty`` of every 4 ms, all of it by default): a parallel kernel then waits for
 that core at every barrier, as in the spells of a shared machine (``bench/spells.py``). Then
 every record is built again and timed ``--rounds`` times in turns on the quiet machine, and its
-recorded median is compared with the median of those: printed, the run's wall time, ``TuneResult.retimed`` and ``lasting_loads``, and each
-record 1.3 times its time or more, marked when it was recorded in the spell. What it checks is
-``tune``'s load guard (``metasched.tune.tune.LoadGuard``). Run it in two checkouts
-(``PYTHONPATH=<checkout>``) to compare them, never two at once. ``--length 40`` makes a load
-that outlasts the guard's first 15.5 s of waits (``LoadGuard``'s docstring has what it gave).
+recorded median is compared with the median of those: printed, the run's wall time,
+``TuneResult.retimed`` and ``lasting_loads``, and each record 1.3 times its time or more,
+marked when it was recorded in the spell. What it checks is ``tune``'s load guard
+(``metasched.tune.tune.LoadGuard``). Run it in two checkouts (``PYTHONPATH=<checkout>``) to
+compare them, never two at once. ``--length 40`` makes a load that outlasts the guard's first
+15.5 s of waits (``LoadGuard``'s docstring has what it gave).
 
 On the 2-core znver4 VM (2026-11-29, conv2d_bias_relu, 64 trials, 12 s of spin from 8 s), the
 guard that looked at most every 2 s and waited 3.5 s: 31 of 64 records, two whole batches, at
