@@ -1,7 +1,8 @@
 """Vectorized loops: the loop's iterations become the lanes of LLVM vector instructions.
 
 Map: ``emit_vectorized`` splits the iterations into chunks (a loop over full-width chunks, then
-power-of-two tail chunks; a one-lane tail is plain scalar code) · ``ChunkEmitter`` emits the
+the rest as one chunk of its lanes, which LLVM widens to whole registers; a one-lane rest is
+plain scalar code: ``ir.vectorizable.chunk_plan``) · ``ChunkEmitter`` emits the
 body once per chunk: statements (``_STMT``) and expressions (``_EXPR``) that depend on the
 vector variable become vectors, the rest stays scalar (``uniform``) and is splatted where it
 meets a vector.
@@ -44,21 +45,18 @@ def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
         fe.serial_loop(loop)
         return
     width = lane_limit(loop)
-    full, tails = chunk_plan(loop.extent, width)
+    full, rest = chunk_plan(loop.extent, width)
     if full == 1:
         ChunkEmitter(fe, loop.var, width, i64(0)).stmt(loop.body)
     elif full > 1:
         with fe.loop(i64(0), i64(full), name=f"{loop.var}.chunk") as chunk:
             base = fe.builder.mul(chunk, i64(width), flags=("nsw",))
             ChunkEmitter(fe, loop.var, width, base).stmt(loop.body)
-    offset = full * width
-    for piece in tails:
-        if piece == 1:
-            with fe.bind(loop.var, i64(offset)):
-                fe.stmt(loop.body)
-        else:
-            ChunkEmitter(fe, loop.var, piece, i64(offset)).stmt(loop.body)
-        offset += piece
+    if rest == 1:
+        with fe.bind(loop.var, i64(full * width)):
+            fe.stmt(loop.body)
+    elif rest:
+        ChunkEmitter(fe, loop.var, rest, i64(full * width)).stmt(loop.body)
 
 
 class ChunkEmitter:

@@ -84,12 +84,27 @@ def test_unrolled_loop_leaves_no_loop_in_ir():
     np.testing.assert_array_equal(k(a)[0], 2 * a)
 
 
-def test_vectorized_ir_is_wide_and_has_tail_chunks():
-    k = scale_kernel(S, V, n=3, m=16 * 3 + 8 + 4 + 1)
-    for width in (16, 8, 4):
-        assert f"<{width} x float>" in k.llvm_ir
-    a = rng.standard_normal((3, 61)).astype(np.float32)
+@pytest.mark.parametrize("rest", [0, 1, 2, 12, 15])
+def test_vectorized_ir_is_wide_and_has_one_chunk_of_the_lanes_left(rest):
+    k = scale_kernel(S, V, n=3, m=16 * 3 + rest)
+    assert "<16 x float>" in k.llvm_ir
+    widths = {int(w) for w in re.findall(r"<(\d+) x float>", k.llvm_ir)}
+    assert widths == ({16, rest} if rest > 1 else {16})
+    a = rng.standard_normal((3, 16 * 3 + rest)).astype(np.float32)
     np.testing.assert_array_equal(k(a)[0], 2 * a)
+
+
+@pytest.mark.parametrize("m", [7, 12, 28, 30])
+def test_a_chunk_of_the_lanes_left_touches_no_element_past_the_loop(m):
+    # B's rows are written last to first, each A's row in the other order: a rest chunk that
+    # stored past its row's end would overwrite the start of the row after it, written before,
+    # with the start of another row of A.
+    A, B = buf("A", 4, m), buf("B", 4, m)
+    i, j = v("i"), v("j")
+    body = loop("i", 4, S, loop("j", m, V, st(B, (op("-", 3, i), j), op("*", ld(A, i, j), f(2.0)))))
+    k = compile_func(func("rows", [A], [B], body))
+    a = rng.standard_normal((4, m)).astype(np.float32)
+    np.testing.assert_array_equal(k(a)[0], 2 * a[::-1])
 
 
 def test_pointer_parameters_are_noalias():
