@@ -68,6 +68,8 @@ def chunk_plan(extent: int, width: int) -> tuple[int, int]:
     The rest is one vector of however many lanes, 12 say, not pieces of 8 and 4: LLVM widens
     its arithmetic to whole registers (one 16-lane instruction on AVX-512 where the pieces
     took two) and splits only its loads and stores, which never touch a lane past the loop's
-    end. Loops of 28 or 14 lanes (a 56-wide image's tiles) need a third fewer instructions,
-    and an accumulator held across a reduction loop fewer registers."""
+    end. On AVX-512 a loop of 28 lanes (a tile of a 56-wide image) takes two instructions per
+    operation where the pieces took three, one of 14 one where they took three (and an
+    accumulator held in registers across a reduction loop that many registers); on AVX2
+    (8-lane registers) 14 lanes take two where they took three."""
     return divmod(extent, width)
