@@ -1,8 +1,8 @@
 """Vectorized loops: the loop's iterations become the lanes of LLVM vector instructions.
 
 Map: ``emit_vectorized`` splits the iterations into chunks (a loop over full-width chunks, then
-the rest as one chunk of its lanes, which LLVM widens to whole registers; a one-lane rest is
-plain scalar code: ``ir.vectorizable.chunk_plan``) · ``ChunkEmitter`` emits the
+the lanes left: one chunk of them all on a host with AVX-512, else power-of-two chunks; a
+one-lane chunk is plain scalar code: ``ir.vectorizable.chunk_plan``) · ``ChunkEmitter`` emits the
 body once per chunk: statements (``_STMT``) and expressions (``_EXPR``) that depend on the
 vector variable become vectors, the rest stays scalar (``uniform``) and is splatted where it
 meets a vector.
@@ -30,6 +30,7 @@ from metasched.codegen.llvmutil import (
     ELEMENT_BYTES, I1, I32, PTR, VOID, const, i64, i64_vector, lane_ids,
     lanes_of, llvm_type, splat,
 )
+from metasched.codegen.target import host_vector_bits
 from metasched.ir.access import flat_index, linear_in
 from metasched.ir.analysis import free_vars, loads, substitute
 from metasched.ir.expr import BinOp, Call, Cast, Expr, IntImm, Load, Neg, Not, Select, Var
@@ -45,18 +46,21 @@ def emit_vectorized(fe: FunctionEmitter, loop: For) -> None:
         fe.serial_loop(loop)
         return
     width = lane_limit(loop)
-    full, rest = chunk_plan(loop.extent, width)
+    full, rests = chunk_plan(loop.extent, width, whole_rest=host_vector_bits() >= 512)
     if full == 1:
         ChunkEmitter(fe, loop.var, width, i64(0)).stmt(loop.body)
     elif full > 1:
         with fe.loop(i64(0), i64(full), name=f"{loop.var}.chunk") as chunk:
             base = fe.builder.mul(chunk, i64(width), flags=("nsw",))
             ChunkEmitter(fe, loop.var, width, base).stmt(loop.body)
-    if rest == 1:
-        with fe.bind(loop.var, i64(full * width)):
-            fe.stmt(loop.body)
-    elif rest:
-        ChunkEmitter(fe, loop.var, rest, i64(full * width)).stmt(loop.body)
+    offset = full * width
+    for lanes in rests:
+        if lanes == 1:
+            with fe.bind(loop.var, i64(offset)):
+                fe.stmt(loop.body)
+        else:
+            ChunkEmitter(fe, loop.var, lanes, i64(offset)).stmt(loop.body)
+        offset += lanes
 
 
 class ChunkEmitter:

@@ -48,10 +48,10 @@ Around = tuple[tuple[For, Scope], ...]
 # 251,000-257,000 -> 9.2-10.8; 361,000 -> 11.1 (an outlier: 15,000 -> 1.5, where LLVM
 # unrolled short serial loops itself). 60,000 accepts builds of up to about 2 s and leaves
 # out the multi-second tail. (Those counts took a vectorized loop as one copy per power-of-two
-# piece of its extent; it is now one per 16-lane chunk and one for the lanes left, as code
-# generation emits it. On a 2-core znver3 (AVX2), 45 of 2,048 recorded matmul_relu builds had
-# taken over 3 s, up to the 30 s limit, at 22,000-45,000 by the old count: loops of 32 or 64
-# lanes unrolled 256 to 512 times. The chunk count puts 15 of them, 259 of their 474 s, above
+# piece of its extent; it is now one per 16-lane chunk and one per power-of-two piece of the
+# lanes left. On a 2-core znver3 (AVX2), 45 of 2,048 recorded matmul_relu builds had taken
+# over 3 s, up to the 30 s limit, at 22,000-45,000 by the old count: loops of 32 or 64 lanes
+# unrolled 256 to 512 times. The chunk count puts 15 of them, 259 of their 474 s, above
 # 60,000, and no build under 1 s nor the best program of any of the 26 runs. The other 30 are
 # of several kinds, scalar updates unrolled a few hundred times among them.)
 MAX_UNROLLED_WORK = 60_000
@@ -313,7 +313,10 @@ class UnrolledWork:
     statement's own nodes (a store's indices and value, a condition) times the copies code
     generation emits of it. An unrolled loop copies its body once per iteration; a vectorized
     loop once per chunk (``ir.vectorizable.chunk_plan``: a chunk of 16 float32 lanes or 8
-    float64 ones, as code generation emits them, whatever the host's registers; the width is
+    float64 ones, as code generation emits them, whatever the host's registers, then the
+    lanes left in power-of-two pieces, as it emits them without AVX-512; with AVX-512 it emits
+    them as one chunk, so there the count may exceed what is compiled by up to three copies
+    of the body, on the safe side, and stays the same on every host; the width is
     read from the dtypes at the roots of the statement's expressions, so a float32 store of a
     value computed in float64, which code generation emits 8 lanes at a time, counts as 16:
     reading every node's dtype took 0.4 ms per conv2d program, eight times the whole
@@ -387,8 +390,8 @@ class UnrolledWork:
                 if kind is ForKind.SERIAL or kind is ForKind.PARALLEL:
                     once.append((name, extent))
                 elif kind is ForKind.VECTORIZED:
-                    full, rest = chunk_plan(extent, lanes)
-                    nodes *= full + (rest > 0)
+                    full, rests = chunk_plan(extent, lanes, whole_rest=False)
+                    nodes *= full + len(rests)
                 elif kind is ForKind.UNROLLED:
                     nodes *= extent
             parts.append((nodes, tuple(once)))

@@ -359,29 +359,35 @@ def test_unrolled_work_counts_each_copy_of_each_node():
     store = Store("C", (i, j), Load("A", (i, j)) + FloatImm(1.0))  # 2 + 5 nodes
     body = For("i", 4, ForKind.UNROLLED, For("j", 8, ForKind.UNROLLED, store))
     assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 7 * 32
-    body = For("i", 4, ForKind.UNROLLED, For("j", 7, ForKind.VECTORIZED, store))  # one chunk of 7
-    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 7 * 4
+    body = For("i", 4, ForKind.UNROLLED, For("j", 7, ForKind.VECTORIZED, store))  # chunks 4, 2, 1
+    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 7 * 4 * 3
     # The rewrite asks what the work would be with more loops unrolled: the same count.
     serial = PrimFunc("f", (a,), (c,), (), For("i", 4, ForKind.SERIAL, For("j", 7, ForKind.VECTORIZED, store)))
-    assert UnrolledWork.of(serial).total() == 7
+    assert UnrolledWork.of(serial).total() == 7 * 3
     unrolled = with_kinds(serial, {"i": ForKind.UNROLLED})
-    assert UnrolledWork.of(serial).total({"i"}) == unrolled_work(unrolled) == 7 * 4
+    assert UnrolledWork.of(serial).total({"i"}) == unrolled_work(unrolled) == 7 * 4 * 3
 
 
 @pytest.mark.parametrize("dtype, extent, plan", [
-    ("float32", 16, (1, 0)), ("float32", 64, (4, 0)), ("float32", 40, (2, 8)), ("float32", 28, (1, 12)),
-    ("float32", 7, (0, 7)), ("float32", 17, (1, 1)), ("float64", 64, (8, 0)), ("float64", 20, (2, 4)),
+    ("float32", 16, (1, ())), ("float32", 64, (4, ())), ("float32", 40, (2, (8,))), ("float32", 28, (1, (8, 4))),
+    ("float32", 7, (0, (4, 2, 1))), ("float64", 64, (8, ())), ("float64", 20, (2, (4,))),
 ])
-def test_unrolled_work_counts_the_vector_chunks_code_generation_emits(dtype, extent, plan):
+def test_unrolled_work_counts_the_vector_chunks_code_generation_emits_without_avx512(dtype, extent, plan):
     """A vectorized loop is emitted in chunks of 16 float32 lanes or 8 float64 ones (a loop over
-    them, which LLVM unrolls), then one chunk of the lanes left: one copy of the body each."""
+    them, which LLVM unrolls), then the lanes left in power-of-two chunks (with AVX-512: one
+    chunk, which the count leaves aside): one copy of the body each."""
     a, c = Buffer("A", (4, extent), dtype), Buffer("C", (4, extent), dtype)
     i, j = Var("i"), Var("j")
     store = Store("C", (i, j), Load("A", (i, j), dtype) * Load("A", (i, j), dtype))  # 2 + 7 nodes
     body = For("i", 4, ForKind.UNROLLED, For("j", extent, ForKind.VECTORIZED, store))
-    assert chunk_plan(extent, lane_limit(body.body)) == plan
-    full, rest = plan
-    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 9 * 4 * (full + (rest > 0))
+    assert chunk_plan(extent, lane_limit(body.body), whole_rest=False) == plan
+    full, rests = plan
+    assert unrolled_work(PrimFunc("f", (a,), (c,), (), body)) == 9 * 4 * (full + len(rests))
+
+
+@pytest.mark.parametrize("extent, plan", [(16, (1, ())), (28, (1, (12,))), (17, (1, (1,))), (7, (0, (7,)))])
+def test_chunk_plan_with_the_whole_rest(extent, plan):
+    assert chunk_plan(extent, 16, whole_rest=True) == plan
 
 
 def reversed_parallel(stmt):
