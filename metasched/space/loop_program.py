@@ -48,12 +48,12 @@ Around = tuple[tuple[For, Scope], ...]
 # 251,000-257,000 -> 9.2-10.8; 361,000 -> 11.1 (an outlier: 15,000 -> 1.5, where LLVM
 # unrolled short serial loops itself). 60,000 accepts builds of up to about 2 s and leaves
 # out the multi-second tail. (Those counts took a vectorized loop as one copy per power-of-two
-# piece of its extent; it is now one per 16-lane chunk and one per power-of-two piece of the
-# lanes left. On a 2-core znver3 (AVX2), 45 of 2,048 recorded matmul_relu builds had taken
-# over 3 s, up to the 30 s limit, at 22,000-45,000 by the old count: loops of 32 or 64 lanes
-# unrolled 256 to 512 times. The chunk count puts 15 of them, 259 of their 474 s, above
-# 60,000, and no build under 1 s nor the best program of any of the 26 runs. The other 30 are
-# of several kinds, scalar updates unrolled a few hundred times among them.)
+# piece of its extent; it is now one per 16-lane chunk, as code generation emits it. On a
+# 2-core znver3 (AVX2), 45 of 2,048 recorded matmul_relu builds had taken over 3 s, up to the
+# 30 s limit, at 22,000-45,000 by the old count: loops of 32 or 64 lanes unrolled 256 to 512
+# times. The chunk count puts 15 of them, 259 of their 474 s, above 60,000, and no build
+# under 1 s nor the best program of any of the 26 runs. The other 30 are of several kinds,
+# scalar updates unrolled a few hundred times among them.)
 MAX_UNROLLED_WORK = 60_000
 
 
