@@ -6,7 +6,8 @@ rejects such a program, so the two can never disagree about which loops vectoriz
 
 ``lane_limit`` and ``chunk_plan``: how wide the vector instructions of a loop are and how many
 copies of its body code generation emits, which the estimate of a program's compile cost
-(``space.loop_program.UnrolledWork``) counts the same way.
+(``space.loop_program.UnrolledWork``) counts as a host without AVX-512 has them (with AVX-512
+the count runs up to three copies over).
 """
 from __future__ import annotations
 
