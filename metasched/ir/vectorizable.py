@@ -71,8 +71,8 @@ def chunk_plan(extent: int, width: int, whole_rest: bool) -> tuple[int, tuple[in
     arithmetic to whole registers and splits only its loads and stores, which never touch a
     lane past the loop's end: a loop of 28 float32 lanes (a tile of a 56-wide image) takes two
     instructions per operation where the pieces (16, 8, 4) took three, one of 14 one where they
-    took three, and an accumulator held in registers across a reduction loop that many
-    registers (conv2d_bias_relu's 20 best programs of a run, compiled both ways: 1.09x faster).
+    took three; held in registers across a reduction loop, 28 lanes take two, not three
+    (conv2d_bias_relu's 20 best programs of a run, compiled both ways: 1.09x faster).
     With AVX2 the same programs ran 0.48x as fast: LLVM assembles a 12-lane value there lane
     by lane and spills, and 8-lane registers save no instruction on 12 lanes anyway."""
     full, rest = divmod(extent, width)
