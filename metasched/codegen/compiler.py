@@ -18,6 +18,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from metasched.codegen.emit import BUFFER_ALIGN, FunctionEmitter
+from metasched.codegen.gate import emit_gate, gate_symbol
 from metasched.codegen.kernel import Kernel
 from metasched.codegen.llvmutil import PTR, VOID, ModuleContext, check_buffer
 from metasched.codegen.options import CodegenOptions
@@ -54,7 +55,8 @@ class Artifact:
 
 def emit_module(func: PrimFunc, launcher: Optional[Launcher], data_layout: str = "",
                 vector_math: bool = True, poison: bool = False) -> tuple[ir.Module, str]:
-    """The unoptimised LLVM module of ``func`` and the name of its entry function."""
+    """The unoptimised LLVM module of ``func`` and the name of its entry function (its gate,
+    ``gate.emit_gate``, is named ``gate_symbol`` of it)."""
     names = [b.name for b in func.params]
     if len(set(names)) != len(names):
         raise CodegenError(f"{func.name} has repeated parameter names {names}")
@@ -76,6 +78,9 @@ def emit_module(func: PrimFunc, launcher: Optional[Launcher], data_layout: str =
         emitter.buffers[buffer.name] = (buffer, arg)
     emitter.stmt(func.body)
     emitter.finish()
+    # Called from the gate, never copied into it: the gate stays small, compiling stays fast.
+    function.attributes.add("noinline")
+    emit_gate(ctx.module, function, func.inputs, func.outputs, len(func.workspaces), gate_symbol(symbol))
     for defined in ctx.module.functions:
         if not defined.is_declaration:
             # Every function aligns its stack to a cache line, so that spilled vector
@@ -156,9 +161,10 @@ def load_kernel(artifact: Artifact) -> Kernel:
         engine.add_object_file(llvm.ObjectFileRef.from_data(artifact.object_code))
         engine.finalize_object()
         address = engine.get_function_address(artifact.symbol)
-    if not address:
-        raise CodegenError(f"the object code defines no function {artifact.symbol}")
-    return Kernel(artifact, engine, address)
+        gate = engine.get_function_address(gate_symbol(artifact.symbol))
+    if not address or not gate:
+        raise CodegenError(f"the object code defines no function {artifact.symbol} or no gate of it")
+    return Kernel(artifact, engine, address, gate)
 
 
 def compile_func(func: PrimFunc, options: Optional[CodegenOptions] = None) -> Kernel:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ctypes
-from functools import cached_property
+from functools import cached_property, partial
 from threading import local
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -11,6 +11,7 @@ import numpy as np
 
 from metasched.arrays import aligned_empty
 from metasched.codegen.emit import buffer_bytes, heap_buffers
+from metasched.codegen.gate import GATE_OUT_OF_MEMORY, GATE_RAN, Tail, gate_layout
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     from metasched.codegen.compiler import Artifact
 
 
+# Outputs ``__call__`` starts on a cache line (``metasched.arrays``): from this size on, the
+# alignment can change the kernel's time, and the microsecond it costs cannot.
+ALIGNED_OUTPUT_BYTES = 4096
+
+
 class Kernel:
     """Machine code for ``func`` with the signature ``void name(ptr noalias, ...)`` taking the
     buffers of ``func.params`` (inputs, outputs, workspaces) in order, then a status word
@@ -30,7 +36,9 @@ class Kernel:
 
     ``kernel(*inputs)`` allocates the outputs and returns them; ``kernel.run(*inputs,
     *outputs)`` writes into given arrays. Arguments are checked before any machine code runs; a
-    wrong one raises ``KernelArgumentError``.
+    wrong one raises ``KernelArgumentError``. Both go in through the kernel's gate
+    (``codegen.gate``), which checks plain arrays in machine code, so that a call costs about
+    what a numpy call does; other arguments take a Python path that checks them one by one.
 
     One kernel may be called from several Python threads at once (ctypes releases the GIL, so
     the calls really overlap): each thread gets its own workspaces, allocated on its first
@@ -39,7 +47,7 @@ class Kernel:
     parallel loops of concurrent calls correctly.
     """
 
-    def __init__(self, artifact: Artifact, engine: llvm.ExecutionEngine, address: int) -> None:
+    def __init__(self, artifact: Artifact, engine: llvm.ExecutionEngine, address: int, gate: int) -> None:
         self.artifact = artifact  # what it was loaded from (picklable: load it elsewhere)
         self.func = artifact.func
         self.llvm_ir = artifact.llvm_ir
@@ -50,6 +58,14 @@ class Kernel:
         self.num_threads = artifact.num_threads
         self._engine = engine  # owns the machine code: keep it as long as the kernel
         self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(self.func.params) + 1))(address)
+        # The gate, where this process lays out arrays as it reads them and no run is poisoned.
+        self._gate = None
+        if gate_layout() and not self.options.poison:
+            self._gate = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.py_object, ctypes.c_void_p)(gate)
+        self._gomp = self.threading == "gomp"
+        # What makes each output of ``__call__``: on a cache line from ``ALIGNED_OUTPUT_BYTES`` on.
+        self._new_outputs = [partial(aligned_empty if buffer_bytes(b) >= ALIGNED_OUTPUT_BYTES else np.empty,
+                                     b.shape, np.dtype(b.dtype)) for b in self.func.outputs]
         # Workspaces hold intermediates while a call runs, so two calls running at once must
         # not share them. One set per thread, reused by its calls: allocating them per call
         # costs more (bench/threads.py measures it) and a lock would serialise the calls.
@@ -80,6 +96,10 @@ class Kernel:
         Scratch buffers allocated inside the machine code are poisoned only by kernels
         compiled with ``CodegenOptions(poison=True)``.
         """
+        if poison is None and self._gate is not None:
+            outputs = [new() for new in self._new_outputs]
+            if self._through_gate((*inputs, *outputs)):
+                return outputs
         poison = self.options.poison if poison is None else poison
         self._check(inputs, self.func.inputs, "input", first_position=0)
         outputs = [self._fresh(b, poison) for b in self.func.outputs]
@@ -92,6 +112,8 @@ class Kernel:
     def run(self, *arrays: np.ndarray, poison: Optional[bool] = None) -> None:
         """Run on inputs followed by outputs, writing the outputs in place (``poison`` as in
         ``__call__``)."""
+        if poison is None and self._gate is not None and self._through_gate(arrays):
+            return
         poison = self.options.poison if poison is None else poison
         checked = self._checked_arguments(arrays)
         workspaces = self._workspaces()
@@ -132,6 +154,20 @@ class Kernel:
                                  warm_seconds=warm_seconds)
         self._check_status()
         return seconds
+
+    def _through_gate(self, arrays: tuple) -> bool:
+        """Run through the gate; False when it declined ``arrays`` and nothing ran."""
+        if self._gomp:
+            enter_gomp()
+        try:
+            tail = self._per_thread.tail
+        except AttributeError:
+            tail = self._per_thread.tail = Tail(self.func.inputs + self.func.outputs, self._workspaces(),
+                                                self._status())
+        code = self._gate(arrays, tail.address)
+        if code == GATE_OUT_OF_MEMORY:
+            self._check_status()
+        return code == GATE_RAN
 
     def _workspaces(self) -> list[np.ndarray]:
         """The calling thread's workspaces, allocated on its first call."""

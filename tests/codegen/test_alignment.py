@@ -10,6 +10,7 @@ from metasched import workloads
 from metasched.arrays import CACHE_LINE, aligned, aligned_empty
 from metasched.codegen import compile_func
 from metasched.codegen.emit import MAX_STACK_BUFFER_BYTES
+from metasched.codegen.kernel import ALIGNED_OUTPUT_BYTES
 from metasched.ir import Allocate
 
 from codegen_builders import P, S, V, buf, f, func, ld, loop, op, st, v
@@ -37,14 +38,17 @@ def test_inputs_outputs_and_workspaces_start_on_a_cache_line():
     inputs = wl.random_inputs(seed=3)
     assert all(_starts_on_a_line(x) for x in inputs)
     np.testing.assert_array_equal(inputs[0], wl.random_inputs(seed=3)[0])  # still seeded
-    A, B, W = buf("A", 10), buf("B", 10), buf("W", 10)
+    # Outputs of ALIGNED_OUTPUT_BYTES and more: below, a kernel call allocates as numpy does.
+    n = ALIGNED_OUTPUT_BYTES // 4
+    A, B, W = buf("A", n), buf("B", n), buf("W", n)
     i = v("i")
-    body = loop("z", 1, S, loop("i", 10, V, st(W, (i,), op("*", ld(A, i), f(2.0)))),
-                loop("i", 10, V, st(B, (i,), op("+", ld(W, i), f(1.0)))))
+    body = loop("z", 1, S, loop("i", n, V, st(W, (i,), op("*", ld(A, i), f(2.0)))),
+                loop("i", n, V, st(B, (i,), op("+", ld(W, i), f(1.0)))))
     kernel = compile_func(func("ws", [A], [B], body, workspaces=[W]))
     for _ in range(4):
-        (out,) = kernel(aligned(np.arange(10, dtype=np.float32)))
+        (out,) = kernel(aligned(np.arange(n, dtype=np.float32)))
         assert _starts_on_a_line(out)
+        np.testing.assert_array_equal(out, np.arange(n, dtype=np.float32) * 2 + 1)
     assert all(_starts_on_a_line(w) for w in kernel._workspaces())
 
 
