@@ -15,6 +15,8 @@ what is timed is the call itself:
     figure printed by ``metasched tune`` used to be the call path's, not the kernel's
 
 Every ratio is the median of per-round ratios of timings taken in turns (``paired_times``).
+The goal of (a) and (b) is the issue's: a call costs a few microseconds at most, about what
+calling numpy does.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ workload add(N = 4) {
 """
 
 TIMING = dict(rounds=7, repeat=3, min_repeat_seconds=0.02)
+GOAL_SECONDS = 3e-6  # "a few microseconds" a call
 
 
 def us(seconds: float) -> str:
@@ -47,10 +50,10 @@ def main() -> int:
 
     ours, theirs, ratio = paired_times(lambda: kernel(a, b), lambda: np.add(a, b), **TIMING)
     lines.append(row("(a) kernel(a, b) vs numpy.add(a, b), 4 floats", us(ours), us(theirs), 1 / ratio,
-                     "<= 3", 1 / ratio <= 3))
+                     f"<= {us(GOAL_SECONDS)}", ours <= GOAL_SECONDS))
     ours, theirs, ratio = paired_times(lambda: kernel.run(a, b, c), lambda: np.add(a, b, out=c), **TIMING)
     lines.append(row("(b) kernel.run(a, b, c) vs numpy.add(a, b, out=c)", us(ours), us(theirs), 1 / ratio,
-                     "<= 3", 1 / ratio <= 3))
+                     f"<= {us(GOAL_SECONDS)}", ours <= GOAL_SECONDS))
     python_path, gate, ratio = paired_times(lambda: kernel.run(a, b, c), lambda: kernel.run(a, b, c, poison=False),
                                             **TIMING)
     python_path, gate = gate, python_path
@@ -66,7 +69,7 @@ def main() -> int:
     lines.append(row(f"(e) matmul 32 unscheduled: kernel(a, b) vs a @ b (machine code alone {us(alone)})",
                      us(ours), us(theirs), ratio, "(report)", True))
     print("\n".join(lines))
-    print(f"\nratio: (a), (b) our time / numpy's (the goal: a call costs about what numpy's does); "
+    print(f"\nratio: (a), (b) our time / numpy's (the goal: a call takes a few microseconds at most); "
           f"(c) Python path / gate; (d) kernel.run / machine code alone; (e) numpy's time / ours. "
           f"{environment()}")
     return 0

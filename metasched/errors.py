@@ -1,8 +1,10 @@
 """The exceptions users see. Every layer raises one of these for bad input, never a bare
-traceback from deep inside."""
+traceback from deep inside; and the checks that public functions make of their arguments at
+the door, so that a wrong one is named in one line, never met deep inside."""
 from __future__ import annotations
 
-from typing import Optional
+import numbers
+from typing import Optional, Union
 
 
 class MetaschedError(Exception):
@@ -91,3 +93,23 @@ class WarmStartError(MetaschedError, ValueError):
     """A warm start that ``tune`` was asked for cannot be made: a workload named is the one
     tuned, the strategy has no cost model of the tuner's making, or the database holds no
     records of those workloads on the target."""
+
+
+# ---- checks of the public API's arguments, at the door -----------------------------------------
+
+def check_integer(value: object, where: str, name: str, minimum: Optional[int] = None) -> int:
+    """``value`` as an int when it is an integer (a bool is not) of at least ``minimum``;
+    otherwise a one-line ``TypeError`` or ``ValueError`` that says ``where: name must be ...``."""
+    wanted = f"an integer >= {minimum}" if minimum is not None else "an integer"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{where}: {name} must be {wanted}, not {value!r} ({type(value).__name__})")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{where}: {name} must be {wanted}, not {value}")
+    return int(value)
+
+
+def check_type(value: object, where: str, name: str, types: Union[type, tuple[type, ...]], wanted: str) -> None:
+    """A one-line ``TypeError`` (``where: name must be wanted, not ...``) unless ``value`` is
+    an instance of ``types``."""
+    if not isinstance(value, types):
+        raise TypeError(f"{where}: {name} must be {wanted}, not {value!r} ({type(value).__name__})")

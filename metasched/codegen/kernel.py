@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import numbers
 from functools import cached_property, partial
 from threading import local
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -15,7 +16,7 @@ from metasched.codegen.gate import GATE_OUT_OF_MEMORY, GATE_RAN, Tail, gate_layo
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
-from metasched.errors import KernelArgumentError
+from metasched.errors import KernelArgumentError, check_integer, check_type
 from metasched.timing import median, repeat_seconds
 from metasched.ir.stmt import Buffer
 
@@ -23,9 +24,11 @@ if TYPE_CHECKING:
     from metasched.codegen.compiler import Artifact
 
 
-# Outputs ``__call__`` starts on a cache line (``metasched.arrays``): from this size on, the
-# alignment can change the kernel's time, and the microsecond it costs cannot.
-ALIGNED_OUTPUT_BYTES = 4096
+# Outputs ``__call__`` starts on a cache line (``metasched.arrays``) from this size on, where
+# the alignment can change the kernel's time and the microsecond it costs cannot. Smaller ones
+# come from numpy's allocator, as numpy's own results do: a small kernel's call then costs
+# about what numpy's does (a fresh small block on a cache line cost more than it saved).
+ALIGNED_OUTPUT_BYTES = 64 * 1024
 
 
 class Kernel:
@@ -143,8 +146,12 @@ class Kernel:
             self._check(arrays, self.func.inputs, "input", first_position=0)
             arrays = tuple(arrays) + tuple(aligned_empty(b.shape, b.dtype)
                                            for b in self.func.outputs)
-        if (number is not None and number < 1) or repeat < 1:
-            raise ValueError(f"number and repeat must be positive, got {number} and {repeat}")
+        if number is not None:
+            check_integer(number, "Kernel.timings", "number", 1)
+        check_integer(repeat, "Kernel.timings", "repeat", 1)
+        check_type(min_repeat_seconds, "Kernel.timings", "min_repeat_seconds", numbers.Real, "a number of seconds")
+        if not 0 <= min_repeat_seconds < float("inf"):
+            raise ValueError(f"Kernel.timings: min_repeat_seconds must be finite and >= 0, not {min_repeat_seconds}")
         workspaces = self._workspaces()
         pointers = self._pointers(self._checked_arguments(arrays), workspaces)
         function = self._function

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metasched.errors import check_integer, check_type
+
 THREADING_CHOICES = ("auto", "gomp", "pthread", "serial")
 
 
@@ -33,9 +35,10 @@ class CodegenOptions:
 
     def __post_init__(self) -> None:
         if self.threading not in THREADING_CHOICES:
-            raise ValueError(f"threading must be one of {THREADING_CHOICES}, "
-                             f"got {self.threading!r}")
-        if self.num_threads < 0:
-            raise ValueError(f"num_threads must be >= 0, got {self.num_threads}")
-        if not 0 <= self.opt_level <= 3:
-            raise ValueError(f"opt_level must be 0..3, got {self.opt_level}")
+            raise ValueError(f"CodegenOptions: threading must be one of {THREADING_CHOICES}, "
+                             f"not {self.threading!r}")
+        check_integer(self.num_threads, "CodegenOptions", "num_threads", 0)
+        if check_integer(self.opt_level, "CodegenOptions", "opt_level", 0) > 3:
+            raise ValueError(f"CodegenOptions: opt_level must be 0..3, not {self.opt_level}")
+        for name in ("vector_math", "poison"):
+            check_type(getattr(self, name), "CodegenOptions", name, bool, "True or False")

@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 
 from metasched.arrays import aligned
+from metasched.errors import check_integer
 from metasched.ir.expr import BinOp, Call, Expr, Load, Neg, Var
 from metasched.ir.analysis import simplify, substitute, transform, walk
 from metasched.lang.reference import evaluate
@@ -242,7 +243,7 @@ class Workload:
         """Inputs drawn uniformly from [-1, 1) in the workload's dtype, the same for one seed,
         each starting on a cache line (``metasched.arrays``: a kernel timed on them times the
         same in every process)."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_integer(seed, "random_inputs", "seed", 0))
         return [aligned(rng.uniform(-1.0, 1.0, size=t.shape).astype(t.dtype)) for t in self.inputs]
 
     def reference(self, *inputs: np.ndarray) -> list[np.ndarray]:

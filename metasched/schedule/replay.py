@@ -73,6 +73,21 @@ def replay(workload: Workload, trace: Trace, *, rng: Seed = 0,
     return sch
 
 
+def repaired_decisions(trace: Trace, sch: Schedule) -> list[str]:
+    """What replaying ``trace`` (into ``sch``) did to decisions that no longer fit the
+    workload (a tile that does not divide the loop, a compute location that is no longer a
+    candidate; see the sampling instructions), one line each:
+    ``instruction 2 `...`: decision [3, 8] repaired to [4, 8]``."""
+    used = sch.trace.decisions
+    return [f"{_where(trace, index)}: decision {_shown(given)} repaired to {_shown(used[index])}"
+            for index, given in sorted(trace.decisions.items())
+            if index in used and used[index] != given]
+
+
+def _shown(decision: Any) -> str:
+    return str(list(decision)) if isinstance(decision, tuple) else str(decision)
+
+
 def _recorded(inst: Instruction, inputs: list, call: Call, outs: Sequence[RV]) -> Instruction:
     """The instruction that replaying ``inst`` records: a call with the first ``call.taken``
     inputs and attributes of ``inst`` (the replaying schedule's handles, ``inputs``, in place

@@ -26,14 +26,17 @@ import difflib
 import json
 import numbers
 import os
+import uuid
 from typing import Any, Iterator, Mapping, Union
 
-from metasched.errors import TraceError
+from metasched.errors import TraceError, check_type
 from metasched.ir.limits import INT64_MAX, INT64_MIN, fits_int64
 from metasched.schedule.instruction import KINDS, RV, Instruction, decision_problem, output_count
 from metasched.schedule.trace_text import format_instruction, format_value, parse_text
 
 JSON_VERSION = 1
+# A byte-order mark: editors on Windows may start a UTF-8 file with one. It is not part of the text.
+_BOM = "\ufeff"
 
 
 def _freeze(decision: Any) -> Any:
@@ -90,12 +93,13 @@ class Trace:
         Raises ``TraceError`` at the line and column of the first mistake: bad syntax, an unknown
         method, a wrong argument or number of targets, a name not defined by an earlier line or
         defined twice, a decision on an instruction that takes none or of the wrong shape, an
-        integer outside the signed 64-bit range."""
+        integer outside the signed 64-bit range. A leading byte-order mark is skipped, as
+        ``metasched.parse`` skips one."""
         if not isinstance(text, str):
             hint = " (decode bytes first: data.decode('utf-8'))" if isinstance(text, (bytes, bytearray)) else ""
             raise TraceError(f"Trace.parse needs the trace's text as a str, got {type(text).__name__}{hint}; "
                              "Trace.from_json reads the JSON form")
-        insts, decisions = parse_text(text)
+        insts, decisions = parse_text(text.removeprefix(_BOM))
         return cls(tuple(insts), decisions)
 
     def to_json(self) -> dict:
@@ -120,14 +124,21 @@ class Trace:
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Write the trace to ``path``: its JSON form when the name ends with ``.json``, else
         its text form, which reads like the Python that made it and is meant to be edited.
-        ``TraceError`` naming the file when it cannot be written."""
+        The file is written whole beside ``path`` and then moved there, so that a failed write
+        leaves what was there before. ``TraceError`` naming the file when it cannot be written."""
+        check_type(path, "Trace.save", "path", (str, os.PathLike), "a str or os.PathLike")
         path = os.fspath(path)
         text = (json.dumps(self.to_json(), indent=1) if path.endswith(".json") else str(self)) + "\n"
+        target = os.path.realpath(path)  # through a link, the file it names is replaced
+        partial = f"{target}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial"
         try:
-            with open(path, "w", encoding="utf-8") as out:
+            with open(partial, "x", encoding="utf-8") as out:
                 out.write(text)
+            os.replace(partial, target)
         except OSError as err:
-            raise TraceError(f"cannot write the trace: {err}", file=path) from None
+            if os.path.lexists(partial):
+                os.unlink(partial)
+            raise TraceError(f"cannot write the trace: {err.strerror or err}", file=path) from None
 
     @classmethod
     def load(cls, path: Union[str, os.PathLike]) -> Trace:
@@ -137,7 +148,7 @@ class Trace:
         path = os.fspath(path)
         try:
             with open(path, encoding="utf-8") as file:
-                text = file.read()
+                text = file.read().removeprefix(_BOM)
         except (OSError, UnicodeDecodeError) as err:
             raise TraceError(f"cannot read the trace: {err}", file=path) from None
         try:
