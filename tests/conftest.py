@@ -1,6 +1,9 @@
 """Shared test settings: hypothesis profiles and small parameters for the built-in suite."""
 import dataclasses
 import os
+import shutil
+import subprocess
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -93,3 +96,19 @@ def record_samples(db, wl, count: int = 60, target=None) -> int:
     for k, trace in enumerate(traces.values()):
         db.commit(wl, trace, target=target or host_target(), seconds=[1e-3 * (1 + k % 7)])
     return len(traces)
+
+
+@contextmanager
+def unchangeable(path):
+    """``path`` flagged immutable (``chattr +i``): no one may change it, root included, and in
+    a folder so flagged no file can be created. Skips where the flag cannot be set."""
+    chattr = shutil.which("chattr")
+    if chattr is None:
+        pytest.skip("needs chattr to make a path no one can write")
+    done = subprocess.run([chattr, "+i", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"chattr +i {path} failed: {done.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run([chattr, "-i", str(path)], check=True)

@@ -2,22 +2,24 @@
 
 Each ``commit`` is its own transaction, written to disk before it returns, so a tuner killed at
 any moment loses nothing it committed, and several processes may commit to one file at once.
-The file format (and why it is safe to share) is in ``metasched.database.schema``.
+The file format (and why it is safe to share) is in ``metasched.database.schema``. A database
+opened ``read_only`` creates, changes and leaves behind nothing.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import sqlite3
 import statistics
 import time
 from contextlib import contextmanager
-from typing import Iterator, Mapping, Optional, Sequence, Union
+from typing import Callable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
-from metasched.errors import DatabaseError, ParseError
+from metasched.errors import DatabaseError, ParseError, ScheduleError
 from metasched.lang import Workload, parse
-from metasched.schedule import Trace
+from metasched.schedule import Trace, replay
 from metasched.database.records import (
     RECORD_COLUMNS,
     Confirmation,
@@ -29,10 +31,42 @@ from metasched.database.records import (
     record_from_row,
     software_versions,
 )
-from metasched.database.schema import connect, read_snapshot
+from metasched.database.schema import (
+    CONFIRMATIONS_VERSION,
+    SCHEMA_VERSION,
+    FileStamp,
+    connect,
+    file_stamp,
+    open_read_only,
+    read_snapshot,
+)
 from metasched.database.target import Target
 
 WorkloadRef = Union[Workload, str]  # a workload, or its key
+_Read = TypeVar("_Read", bound=Callable)
+
+
+def _reads(method: _Read) -> _Read:
+    """Marks a public read. A read-only connection that reads the file as immutable
+    (``schema.open_read_only``) sees neither a writer that came after it opened nor the file
+    changing under it: when the file's stamp changed before or during a read, the file is
+    opened again and the read made again."""
+    @functools.wraps(method)
+    def read(self: Database, *args, **kwargs):
+        while True:
+            if self._stamp is not None and self._stamp != file_stamp(self.path):
+                self._reopen()
+            if self._stamp is None:
+                return method(self, *args, **kwargs)
+            try:
+                result = method(self, *args, **kwargs)
+            except DatabaseError:
+                if self._stamp == file_stamp(self.path):
+                    raise
+            else:
+                if self._stamp == file_stamp(self.path):
+                    return result
+    return read  # type: ignore[return-value]
 
 
 class Database:
@@ -40,20 +74,40 @@ class Database:
 
     The file is created when missing and refused (``DatabaseError``, the file left as it was)
     when it is not a metasched database, is damaged or was made by a newer metasched. Use it
-    as a context manager, or ``close()`` it."""
+    as a context manager, or ``close()`` it.
 
-    def __init__(self, path: Union[str, os.PathLike]) -> None:
+    ``read_only=True`` reads the file without creating, migrating or changing anything (an
+    older schema is read as it is), also where the file or its directory is not writable,
+    and sees what other processes commit meanwhile; a missing or empty file is a
+    ``DatabaseError``, and so is every write."""
+
+    def __init__(self, path: Union[str, os.PathLike], *, read_only: bool = False) -> None:
         if not isinstance(path, (str, bytes, os.PathLike)):
             raise TypeError(f"Database needs a file path (str or os.PathLike) or ':memory:', "
                             f"not {type(path).__name__}")
         self.path = os.fsdecode(path)
-        self._connection: Optional[sqlite3.Connection] = connect(self.path)
+        if not self.path:  # SQLite would open a temporary database and lose every record
+            raise DatabaseError("the database path is empty: name a file, or ':memory:' for one in memory")
+        self.read_only = bool(read_only)
+        self._connection: Optional[sqlite3.Connection]
+        self._stamp: Optional[FileStamp] = None  # the file's, while it is read as immutable
+        if self.read_only:
+            self._connection, self._version, self._stamp = open_read_only(self.path)
+        else:
+            self._connection, self._version = connect(self.path), SCHEMA_VERSION  # connect migrates
 
     def close(self) -> None:
         """Closes the file; closing twice is harmless."""
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+            self._stamp = None
+
+    def _reopen(self) -> None:
+        """Opens the file read-only again, for ``_reads``."""
+        opened = open_read_only(self.path)
+        self._live().close()
+        self._connection, self._version, self._stamp = opened
 
     def __enter__(self) -> Database:
         return self
@@ -62,8 +116,10 @@ class Database:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Database {self.path}{' (closed)' if self._connection is None else ''}>"
+        state = " (closed)" if self._connection is None else " (read-only)" if self.read_only else ""
+        return f"<Database {self.path}{state}>"
 
+    @_reads
     def __len__(self) -> int:
         """The number of records."""
         return self._query("SELECT COUNT(*) FROM records")[0][0]
@@ -71,6 +127,7 @@ class Database:
     def add_workload(self, workload: Workload) -> str:
         """Stores ``workload`` (name, parameters, canonical text, source) unless it is there
         already; returns its key."""
+        self._check_writable("add a workload")
         _check_workload(workload)
         with self._transaction() as connection:
             _insert_workload(connection, workload)
@@ -85,13 +142,21 @@ class Database:
         Returns the new ``Record``, or None when this program is already recorded for this
         workload and target (nothing is written then). Raises ``ValueError`` for a result that
         has both times and an error, or neither, or a time that is not a positive finite
-        number, and for a trace with a sampling instruction left without a decision."""
+        number, for a trace with a sampling instruction left without a decision, and for a
+        trace that does not replay on ``workload`` (naming the instruction that fails): its
+        record would break every later reader of the best program."""
+        self._check_writable("commit a record")
         _check_workload(workload)
         check_trace(trace)
         _check_target(target)
         times = check_result(seconds, error, build_seconds)
         if feature_version is not None and not isinstance(feature_version, str):
             raise ValueError(f"feature_version is None or a string, not {feature_version!r}")
+        try:
+            replay(workload, trace)
+        except ScheduleError as err:
+            raise ValueError(f"{self.path}: the trace does not replay on {workload.label}: {err}; "
+                             "nothing was written") from err
         record = Record(0, workload.key, trace, program_key(trace), times, error, target,
                         None if build_seconds is None else float(build_seconds), time.time(),
                         software_versions(), feature_version)
@@ -108,6 +173,7 @@ class Database:
                 return None
         return dataclasses.replace(record, id=cursor.lastrowid)
 
+    @_reads
     def measured(self, workload: WorkloadRef, target: Target) -> set[str]:
         """The program keys recorded for ``workload`` on a target compatible with ``target``,
         failed programs included: what need not be measured again."""
@@ -115,12 +181,14 @@ class Database:
                            (_key(workload), _target_key(target)))
         return {program for (program,) in rows}
 
+    @_reads
     def has(self, workload: WorkloadRef, trace: Trace, target: Target) -> bool:
         """Whether the program of ``trace`` is recorded for ``workload`` on a compatible target."""
         rows = self._query("SELECT 1 FROM records WHERE workload = ? AND target_key = ? AND program = ?",
                            (_key(workload), _target_key(target), program_key(trace)))
         return bool(rows)
 
+    @_reads
     def records(self, workload: WorkloadRef, target: Optional[Target] = None) -> list[Record]:
         """The records of ``workload``, oldest first; with ``target``, only those measured on a
         compatible one."""
@@ -130,6 +198,7 @@ class Database:
         rows = self._query(f"SELECT {', '.join(RECORD_COLUMNS)} FROM records WHERE {where} ORDER BY id", values)
         return [record_from_row(row, self.path) for row in rows]
 
+    @_reads
     def best(self, workload: WorkloadRef, target: Target) -> Optional[Record]:
         """The fastest successful record of ``workload`` measured on a target compatible with
         ``target``; None when there is none. Records of other CPUs or thread counts are never
@@ -161,6 +230,7 @@ class Database:
         Raises ``ValueError`` for fewer than two records, a time that is not a positive finite
         number, and an id that is not a successful record of ``workload`` on a target
         compatible with ``target``."""
+        self._check_writable("confirm records")
         workload_key, target_key = _key(workload), _target_key(target)
         if not isinstance(times, Mapping) or len(times) < 2:
             raise ValueError(f"a confirmation times two records or more, by id: a mapping of ids to "
@@ -189,12 +259,15 @@ class Database:
                 (workload_key, target_key, newest, _dump({str(k): list(v) for k, v in checked.items()}), created))
         return Confirmation(cursor.lastrowid, checked, newest, created, True)
 
+    @_reads
     def confirmation(self, workload: WorkloadRef, target: Target) -> Optional[Confirmation]:
         """The latest confirmation of ``workload`` on a target compatible with ``target``, or None."""
         with self._snapshot():
             return self._confirmation(_key(workload), _target_key(target))
 
     def _confirmation(self, workload_key: str, target_key: str) -> Optional[Confirmation]:
+        if self._version < CONFIRMATIONS_VERSION:  # an older file, read as it is
+            return None
         rows = self._query("SELECT id, times, newest_record, created FROM confirmations "
                            "WHERE workload = ? AND target_key = ? ORDER BY id DESC LIMIT 1", (workload_key, target_key))
         if not rows:
@@ -223,12 +296,14 @@ class Database:
             raise DatabaseError(f"{self.path}: record {record_id} is damaged: its run times {seconds!r} "
                                 f"cannot be read ({e})") from None
 
+    @_reads
     def workloads(self) -> list[WorkloadSummary]:
         """Every workload stored, by name, with how many records each has."""
         rows = self._query("SELECT w.key, w.name, w.params, COUNT(r.id) FROM workloads AS w "
                            "LEFT JOIN records AS r ON r.workload = w.key GROUP BY w.key ORDER BY w.name, w.created")
         return [WorkloadSummary(key, name, self._params(key, params), count) for key, name, params, count in rows]
 
+    @_reads
     def workload(self, key_or_name: str) -> Workload:
         """The stored workload of that key (or of that name, when only one has it), parsed
         again from its stored source. ``DatabaseError`` when there is none or several, when it
@@ -266,6 +341,11 @@ class Database:
         if not isinstance(params, dict):
             raise DatabaseError(f"{self.path}: workload {key} is damaged: its parameters {text!r} are not an object")
         return params
+
+    def _check_writable(self, action: str) -> None:
+        if self.read_only:
+            raise DatabaseError(f"cannot {action}: {self.path} was opened read-only "
+                                "(Database(path) opens it to write)")
 
     def _live(self) -> sqlite3.Connection:
         if self._connection is None:

@@ -7,6 +7,9 @@ database, a damaged file and one made by a newer metasched are refused and left 
 An empty or new file gets the version-1 schema and then every migration, the path an old file
 takes too, so each migration runs whenever a database is created.
 
+``open_read_only`` opens a file for reading only: it creates, migrates and writes nothing, not
+even the journal mode, and reads older schemas as they are.
+
 The file is in write-ahead-log mode with ``synchronous=FULL``: a record is on disk when its
 commit returns, so neither a killed process nor a power cut loses it (NORMAL would survive a
 killed process but not a power cut; one fsync per measured program costs little next to its
@@ -35,13 +38,15 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import urllib.parse
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple, Optional, TypeVar
 
 from metasched.errors import DatabaseError
 
 APPLICATION_ID = 0x4D534348  # "MSCH" in the SQLite header marks a metasched database
 SCHEMA_VERSION = 2
+CONFIRMATIONS_VERSION = 2  # the schema version that added the confirmations table
 BUSY_TIMEOUT_SECONDS = 30.0
 
 
@@ -101,7 +106,7 @@ def connect(path: str) -> sqlite3.Connection:
     except sqlite3.Error as e:
         raise DatabaseError(f"cannot open the database {path}: {e}") from None
     try:
-        _prepare_when_free(connection, path)
+        _when_free(_prepare, connection, path)
     except sqlite3.Error as e:
         connection.close()
         raise DatabaseError(f"cannot open the database {path}: {_explain(e)}") from None
@@ -111,15 +116,92 @@ def connect(path: str) -> sqlite3.Connection:
     return connection
 
 
-def _prepare_when_free(connection: sqlite3.Connection, path: str) -> None:
-    """``_prepare``, tried again while SQLite reports the file locked, up to
-    ``BUSY_TIMEOUT_SECONDS`` (each step of ``_prepare`` can be run again: it reads, or
-    writes in one transaction that a failure rolls back)."""
+class FileStamp(NamedTuple):
+    """What changes when any process writes a database file: the file's identity, size and
+    times, and whether its write-ahead log (``path-wal``) exists."""
+
+    device: int
+    inode: int
+    size: int
+    modified_ns: int
+    changed_ns: int
+    log: bool
+
+
+def file_stamp(path: str) -> Optional[FileStamp]:
+    """The ``FileStamp`` of the file at ``path`` now; None when there is none."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return FileStamp(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns,
+                     os.path.exists(path + "-wal"))
+
+
+class ReadOnlyConnection(NamedTuple):
+    """``open_read_only``'s answer: the connection, the file's schema version, and the file's
+    stamp when the connection reads it as immutable (None when it follows writers)."""
+
+    connection: sqlite3.Connection
+    version: int
+    immutable_stamp: Optional[FileStamp]
+
+
+def open_read_only(path: str) -> ReadOnlyConnection:
+    """A connection that only reads the metasched database at ``path``: nothing is created,
+    migrated or written, and no file appears beside it. ``DatabaseError`` as ``connect`` for
+    a file it refuses, and for a missing or empty file.
+
+    SQLite reads a WAL-mode file through its log and the log's index (``-wal``, ``-shm``); a
+    read-only connection creates both when missing, leaves them behind, and fails where the
+    folder is not writable. So a WAL-mode file without a log (no process has it open) is read
+    as immutable, which needs neither; such a connection neither sees a later writer nor
+    keeps it from changing the file, so its user compares ``immutable_stamp`` with
+    ``file_stamp`` around each read and opens the file again when they differ. A file with a
+    log is read with ``mode=ro``, which follows the writers through it."""
+    _check_readable(path)
+    while True:
+        stamp = file_stamp(path)
+        immutable = stamp is not None and not stamp.log and _in_wal_mode(path)
+        uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro" + "&immutable=1" * immutable
+        try:
+            connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        except sqlite3.Error as e:
+            raise DatabaseError(f"cannot open the database {path}: {e}") from None
+        try:
+            version = _when_free(_inspect_read_only, connection, path)
+        except (sqlite3.Error, DatabaseError) as e:
+            connection.close()
+            if immutable and file_stamp(path) != stamp:
+                continue  # a writer came while this looked: what it read may be torn
+            if isinstance(e, DatabaseError):
+                raise
+            hint = ""
+            if stamp is not None and stamp.log and not os.path.exists(path + "-shm"):
+                hint = (f" (SQLite reads its write-ahead log {path}-wal through an index file, {path}-shm, "
+                        "which cannot be created in that folder)")
+            raise DatabaseError(f"cannot open the database {path}: {_explain(e)}{hint}") from None
+        except BaseException:
+            connection.close()
+            raise
+        if immutable and file_stamp(path) != stamp:
+            connection.close()
+            continue
+        return ReadOnlyConnection(connection, version, stamp if immutable else None)
+
+
+_Prepared = TypeVar("_Prepared")
+
+
+def _when_free(prepare: Callable[[sqlite3.Connection, str], _Prepared], connection: sqlite3.Connection,
+               path: str) -> _Prepared:
+    """``prepare(connection, path)``, tried again while SQLite reports the file locked, up to
+    ``BUSY_TIMEOUT_SECONDS`` (each step of ``_prepare`` and ``_inspect_read_only`` can be run
+    again: it reads, or writes in one transaction that a failure rolls back)."""
     deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
     while True:
         try:
-            _prepare(connection, path)
-            return
+            return prepare(connection, path)
         except sqlite3.OperationalError as e:
             if not _locked(e) or time.monotonic() >= deadline:
                 raise
@@ -154,6 +236,14 @@ def _check_path(path: str) -> None:
         raise DatabaseError(f"cannot open the database {path}: the directory {directory} is not writable")
     if not os.path.exists(path):
         return
+    _check_header(path)
+    if not os.access(path, os.W_OK):
+        raise DatabaseError(f"cannot open the database {path}: the file is not writable")
+
+
+def _check_header(path: str) -> bytes:
+    """The first bytes of the file at ``path`` (none when it is empty); ``DatabaseError`` when
+    it cannot be read or does not start as an SQLite database does."""
     try:
         with open(path, "rb") as file:
             header = file.read(len(_SQLITE_MAGIC))
@@ -162,8 +252,31 @@ def _check_path(path: str) -> None:
     if header and header != _SQLITE_MAGIC:
         raise DatabaseError(f"{path} is not a metasched database: it is not an SQLite database "
                             f"(it starts with {header[:8]!r}); nothing was written to it")
-    if not os.access(path, os.W_OK):
-        raise DatabaseError(f"cannot open the database {path}: the file is not writable")
+    return header
+
+
+def _check_readable(path: str) -> None:
+    """``_check_path`` for reading only: the file must exist and hold something, and its
+    directory need not be writable."""
+    if path == ":memory:":
+        raise DatabaseError("a new in-memory database (':memory:') is empty: there is nothing to open read-only")
+    if os.path.isdir(path):
+        raise DatabaseError(f"{path} is a directory, not a database file")
+    if not os.path.exists(path):
+        raise DatabaseError(f"there is no database at {path}: the file does not exist (reading creates none)")
+    if not _check_header(path):
+        raise DatabaseError(f"{path} is empty: it is not a tuning database yet (nothing was written to it)")
+
+
+def _in_wal_mode(path: str) -> bool:
+    """Whether the SQLite header of the file at ``path`` marks it as in WAL mode (bytes 18
+    and 19, the write and read versions, are 2)."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18] == 2
 
 
 def _explain(error: sqlite3.Error) -> str:
@@ -201,6 +314,18 @@ def _prepare(connection: sqlite3.Connection, path: str) -> None:
     connection.execute("PRAGMA foreign_keys = ON")
     if version < SCHEMA_VERSION:
         _upgrade(connection, path)
+
+
+def _inspect_read_only(connection: sqlite3.Connection, path: str) -> int:
+    """The schema version of the metasched database ``connection`` reads, checked as
+    ``_prepare`` checks it, without changing it."""
+    with read_snapshot(connection):
+        version = _inspect(connection, path)
+        if version == 0:
+            raise DatabaseError(f"{path} is empty: it is not a tuning database yet (an SQLite file with no "
+                                "tables; nothing was written to it)")
+        _check_integrity(connection, path)
+    return version
 
 
 def _inspect(connection: sqlite3.Connection, path: str) -> int:

@@ -31,6 +31,14 @@ def traces(count: int) -> tuple[Trace, ...]:
     return tuple(found.values())
 
 
+def filled(path, count: int = 3):
+    """``path``, a database holding a record of each of the first ``count`` of ``traces``."""
+    with Database(path) as db:
+        for trace in traces(count):
+            db.commit(matmul_relu(), trace, target=TARGET, seconds=[1e-3])
+    return path
+
+
 def commit_all(path: str, trace_forms: list[dict], target_form: dict, barrier, results) -> None:
     """Commits every trace (JSON forms) to ``path`` once ``barrier`` lets all writers start;
     puts the ids committed (None for a duplicate) and the program keys seen on ``results``."""

@@ -5,16 +5,9 @@ import sqlite3
 
 import pytest
 
-from database_samples import TARGET, matmul_relu, traces
+from database_samples import TARGET, filled, matmul_relu, traces
 from metasched.database import Database, schema
 from metasched.errors import DatabaseError
-
-
-def _filled(path, count=3):
-    with Database(path) as db:
-        for trace in traces(count):
-            db.commit(matmul_relu(), trace, target=TARGET, seconds=[1e-3])
-    return path
 
 
 def _header(path):
@@ -36,7 +29,7 @@ def _refused(path, message):
 # --- a metasched file ---------------------------------------------------------------------
 
 def test_a_new_file_is_marked_as_ours_in_wal_mode(tmp_path):
-    path = _filled(tmp_path / "tuning.db")
+    path = filled(tmp_path / "tuning.db")
     assert _header(path) == (schema.APPLICATION_ID, schema.SCHEMA_VERSION, "wal")
     with Database(str(path)) as db:
         assert len(db) == 3
@@ -48,7 +41,7 @@ def test_a_new_file_is_marked_as_ours_in_wal_mode(tmp_path):
 def test_an_empty_file_becomes_a_database(tmp_path):
     path = tmp_path / "empty.db"
     path.write_bytes(b"")
-    _filled(path, 1)
+    filled(path, 1)
     assert _header(path)[:2] == (schema.APPLICATION_ID, schema.SCHEMA_VERSION)
 
 
@@ -134,7 +127,7 @@ def test_a_file_locked_past_the_timeout_and_other_errors_are_refused(tmp_path, m
 
 
 def test_records_survive_reopening(tmp_path):
-    path = _filled(tmp_path / "tuning.db", 4)
+    path = filled(tmp_path / "tuning.db", 4)
     with Database(path) as db:
         assert [r.trace for r in db.records(matmul_relu())] == list(traces(4))
 
@@ -178,7 +171,7 @@ def test_a_database_with_another_application_id_is_refused(tmp_path):
 
 
 def test_a_file_of_a_newer_metasched_is_refused(tmp_path):
-    path = _filled(tmp_path / "tuning.db")
+    path = filled(tmp_path / "tuning.db")
     with sqlite3.connect(path) as raw:
         raw.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
     raw.close()
@@ -200,14 +193,14 @@ def _pages(path):
 
 
 def test_a_file_with_wiped_pages_is_refused(tmp_path):
-    path = _filled(tmp_path / "tuning.db", 20)
+    path = filled(tmp_path / "tuning.db", 20)
     size, count = _pages(path)
     _overwrite(path, [count // 3 * size, count // 2 * size], b"\xa5" * size)
     _refused(path, "damaged")
 
 
 def test_a_file_with_broken_page_pointers_is_refused_by_quick_check(tmp_path):
-    path = _filled(tmp_path / "tuning.db", 20)
+    path = filled(tmp_path / "tuning.db", 20)
     size, count = _pages(path)
     data = path.read_bytes()
     leaf = next(page for page in range(count // 2, count) if data[page * size] == 0x0D)  # a table's leaf
@@ -253,7 +246,7 @@ def _next_version(monkeypatch, migration):
 
 
 def test_an_older_file_is_migrated_and_keeps_its_records(tmp_path, monkeypatch):
-    path = _filled(tmp_path / "tuning.db", 3)
+    path = filled(tmp_path / "tuning.db", 3)
     _next_version(monkeypatch, _add_note_column)
     with Database(path) as db:
         assert [r.trace for r in db.records(matmul_relu())] == list(traces(3))
@@ -266,7 +259,7 @@ def test_a_version_1_file_gains_the_confirmations_and_keeps_its_records(tmp_path
     with monkeypatch.context() as version_1:
         version_1.setattr(schema, "SCHEMA_VERSION", 1)
         version_1.setattr(schema, "MIGRATIONS", {})
-        path = _filled(tmp_path / "tuning.db", 3)
+        path = filled(tmp_path / "tuning.db", 3)
     assert _header(path)[1] == 1
     with Database(path) as db:
         assert [r.trace for r in db.records(matmul_relu())] == list(traces(3))
@@ -278,7 +271,7 @@ def test_a_version_1_file_gains_the_confirmations_and_keeps_its_records(tmp_path
 
 def test_a_new_file_takes_every_migration(tmp_path, monkeypatch):
     _next_version(monkeypatch, _add_note_column)
-    path = _filled(tmp_path / "tuning.db", 1)
+    path = filled(tmp_path / "tuning.db", 1)
     with sqlite3.connect(path) as raw:
         assert raw.execute("SELECT note FROM records").fetchall() == [("from version 1",)]
         assert raw.execute("SELECT COUNT(*) FROM confirmations").fetchone() == (0,)
@@ -290,7 +283,7 @@ def test_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
         _add_note_column(connection)
         connection.execute("ALTER TABLE no_such_table ADD COLUMN x")
 
-    path = _filled(tmp_path / "tuning.db", 2)
+    path = filled(tmp_path / "tuning.db", 2)
     version = _next_version(monkeypatch, half_done)
     _refused(path, f"migrating it from schema {version} to {version + 1} failed: no such table")
     monkeypatch.setattr(schema, "MIGRATIONS", {})
