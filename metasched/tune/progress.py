@@ -14,6 +14,13 @@ if TYPE_CHECKING:
     from metasched.tune.tune import Trial, TuneResult
 
 
+# The bar compares the best kernel's time (its machine code alone, as the runner times it) with
+# numpy's as Python calls it only where numpy takes this long: below, what a call costs (a
+# microsecond or two) is a share of numpy's time that the kernel's leaves out, and the ratio
+# would flatter the kernel. The report after tuning times both as called.
+NUMPY_RATIO_MIN_SECONDS = 100e-6
+
+
 def numpy_seconds(workload: Workload) -> Optional[float]:
     """Median seconds of the workload's numpy baseline on random inputs (None: it has none)."""
     baseline = numpy_baseline(workload)
@@ -40,12 +47,19 @@ class ProgressBar:
         self._show(best)
         self.bar.update(1)
 
+    def sync(self, recorded: int, best: Optional[float]) -> None:
+        """Show what the database holds: ``recorded`` trials and the ``best`` median seconds,
+        another run's tuning into it included."""
+        self.bar.n = recorded
+        self._show(best)
+        self.bar.refresh()
+
     def _show(self, best: Optional[float]) -> None:
         if best is None:
             text = "no correct program yet"
         else:
             text = f"best {format_gflops(self.workload.flops, best)}"
-            if self.numpy is not None:
+            if self.numpy is not None and self.numpy >= NUMPY_RATIO_MIN_SECONDS:
                 text += f" ({self.numpy / best:.2f}x numpy)"
         self.bar.set_postfix_str(f"{text}, {self.failed} failed", refresh=False)
 

@@ -16,13 +16,13 @@ import numpy as np
 
 from metasched.codegen import CodegenOptions
 from metasched.database import Confirmation, Database, Record, Target
-from metasched.errors import WarmStartError
+from metasched.errors import WarmStartError, check_integer, check_type
 from metasched.lang.workload import Workload
 from metasched.measure import BuildResult, Builder, Runner
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search import (
-    DEFAULT_STRATEGY, FEATURE_VERSION, EvolutionarySearch, SearchContext, SearchStrategy, make_strategy,
+    DEFAULT_STRATEGY, FEATURE_VERSION, STRATEGIES, EvolutionarySearch, SearchContext, SearchStrategy, make_strategy,
 )
 from metasched.search.scoring import InProcess
 from metasched.space import SpaceGenerator, cpu_default
@@ -64,6 +64,7 @@ class TuneResult:
     build_seconds: float = 0.0  # wall time spent waiting for builds
     run_seconds: float = 0.0  # wall time spent measuring, the load guard's waits for a quiet machine included
     earlier_trials: int = 0  # trials the database held for this workload and target at the start
+    concurrent_trials: int = 0  # trials another run recorded into the database while this one ran
     earlier_best: Optional[Record] = None  # the best of those
     exhausted: bool = False  # the strategy found no more new programs before the budget
     rounds: list[str] = field(default_factory=list)
@@ -281,9 +282,8 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
     with False, none. ``result.warm_start`` says what it was trained on, and a progress bar
     prints it.
     """
-    if trials < 0 or (batch_size is not None and batch_size < 1) or confirm < 0:
-        raise ValueError(f"trials and confirm must be >= 0 and batch_size >= 1, got {trials}, {confirm} "
-                         f"and {batch_size}")
+    trials, confirm = check_integer(trials, "tune", "trials", 0), check_integer(confirm, "tune", "confirm", 0)
+    _check_arguments(workload, database, seed, strategy, space, options, batch_size, progress)
     if checked(warm_start, workload) and strategy != "evolutionary":
         raise WarmStartError(f"warm_start trains the cost model of evolutionary search; the strategy "
                              f"{strategy!r} has none of its own making")
@@ -314,19 +314,46 @@ def tune(workload: Workload, trials: int = 64, database: Union[None, str, os.Pat
             runner.start()
             batch_size = batch_size or search.batch_size
             tasks = WorkerTasks(builder.workers) if isinstance(builder, Builder) else InProcess()
-            search.start(SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
-                                       db.measured(workload, target), db, target, tasks))
-            loop = _Loop(workload, db, target, builder, runner, search, result, show,
+            context = SearchContext(workload, space or cpu_default(), np.random.default_rng(seed),
+                                    db.measured(workload, target), db, target, tasks)
+            search.start(context)
+            loop = _Loop(workload, db, target, builder, runner, search, context, result, show,
                          LoadGuard(note=getattr(show, "note", None)))
-            loop.run(trials - earlier, batch_size)
+            loop.run(trials, batch_size)
             if confirm > 1 and result.history:
                 result.confirmation = loop.confirm(confirm, CONFIRM_ROUNDS)
             result.best_record = db.best(workload, target)
+            result.concurrent_trials = len(db.measured(workload, target)) - earlier - len(result.history)
     finally:
         for thing in reversed(owned):
             thing.close()
     result.wall_seconds = time.perf_counter() - started
     return result
+
+
+def _check_arguments(workload: object, database: object, seed: object, strategy: object, space: object,
+                     options: object, batch_size: object, progress: object) -> None:
+    """``tune``'s checks at the door: a wrong argument is a one-line ``TypeError`` or
+    ``ValueError`` naming it, before anything is opened or started."""
+    check_type(workload, "tune", "workload", Workload, "a Workload (metasched.parse, load or workloads.get)")
+    check_type(database, "tune", "database", (type(None), str, os.PathLike, Database),
+               "None, a path or a Database")
+    if not isinstance(seed, np.random.Generator):
+        check_integer(seed, "tune", "seed", 0)
+    if isinstance(strategy, str):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"tune: strategy must be one of {', '.join(map(repr, sorted(STRATEGIES)))} or a "
+                             f"SearchStrategy, not {strategy!r}")
+    else:
+        check_type(strategy, "tune", "strategy", SearchStrategy,
+                   f"one of {', '.join(map(repr, sorted(STRATEGIES)))} or a SearchStrategy")
+    check_type(space, "tune", "space", (type(None), SpaceGenerator), "None or a SpaceGenerator")
+    check_type(options, "tune", "options", (type(None), CodegenOptions), "None or a CodegenOptions")
+    if batch_size is not None:
+        check_integer(batch_size, "tune", "batch_size", 1)
+    if not (isinstance(progress, bool) or callable(progress)):
+        raise TypeError(f"tune: progress must be True, False or a callable(trial, best_seconds), "
+                        f"not {progress!r} ({type(progress).__name__})")
 
 
 def _progress(progress: Union[bool, ProgressCallback], workload: Workload, trials: int,
@@ -357,25 +384,34 @@ class _Loop:
     builder: Builder
     runner: Runner
     search: SearchStrategy
+    context: SearchContext
     result: TuneResult
     progress: Optional[ProgressCallback]
     guard: LoadGuard
 
     # The programs timed since the machine was last seen quiet, not yet recorded (``LoadGuard``).
     held: list[_Held] = field(default_factory=list)
+    # The median seconds (None: failed) of each program of the batch recorded so far, in order.
+    batch_seconds: list[Optional[float]] = field(default_factory=list)
 
-    def run(self, budget: int, batch_size: int) -> None:
+    def run(self, trials: int, batch_size: int) -> None:
+        """Measure until the database holds ``trials`` trials of the workload on the target,
+        another run's included (it may be tuning into the same file)."""
         try:
-            while len(self.result.history) < budget:
-                schedules = self.search.propose(min(batch_size, budget - len(self.result.history)))
+            while (left := trials - len(recorded := self.db.measured(self.workload, self.target))) > 0:
+                self.context.measured |= recorded  # not proposed again: another run may have measured them
+                schedules = self.search.propose(min(batch_size, left))
                 if not schedules:
                     self.result.exhausted = True
                     return
                 built = self._build([sch.trace for sch in schedules])
+                self.batch_seconds = []
                 for sch, result in zip(schedules, built):
                     self._measure(sch, result)
                 self._settle(now=True)
-                self.search.notify(schedules, [t.seconds for t in self.result.history[-len(schedules):]])
+                self.search.notify(schedules, self.batch_seconds)
+                if hasattr(self.progress, "sync"):  # a bar: what the database holds, another run's records too
+                    self.progress.sync(len(self.db.measured(self.workload, self.target)), self.result.best_seconds)
                 self._report_round()
         except KeyboardInterrupt:
             self._record_held()  # what was measured is kept, checked or not
@@ -532,15 +568,17 @@ class _Loop:
                 self._record(h.sch, h.built, h.runs, h.error)
 
     def _record(self, sch: Schedule, built: BuildResult, runs: tuple[float, ...], error: Optional[str]) -> None:
-        """Record one measured program (``runs``, or its ``error``) and report it."""
+        """Record one measured program (``runs``, or its ``error``) and report it. One that
+        another run tuning into the database recorded first is not this run's trial. The best
+        is the database's, so that what another run found counts here too."""
         record = self.db.commit(self.workload, sch.trace, target=self.target, seconds=runs,
                                 error=error, build_seconds=built.seconds,
                                 feature_version=str(FEATURE_VERSION))
-        if record is not None and record.ok:
-            best = self.result.best_record
-            if best is None or record.median < best.median:
-                self.result.best_record = record
         median = statistics.median(runs) if error is None else None  # as Record.median
+        self.batch_seconds.append(median)
+        self.result.best_record = self.db.best(self.workload, self.target)
+        if record is None:
+            return
         trial = Trial(len(self.result.history), sch.trace, median, error, tuple(runs), built.seconds)
         self.result.history.append(trial)
         if self.progress is not None:
