@@ -9,8 +9,10 @@
     metasched tune TARGET --trials N --db PATH  search for a fast program, recording every trial
                 [--warm-start WORKLOAD]        (its cost model first trained on another's records:
                 [--no-warm-start]              by default those of a workload of the same kind)
+                [--plot FILE [--force]]        and draw its curve (an existing FILE: with --force)
     metasched best TARGET --db PATH            the best program recorded, timed against numpy
-    metasched trace TARGET --db PATH -o FILE   save the best trace as editable text
+    metasched trace TARGET --db PATH -o FILE   save the best trace as editable text (an
+                [--force]                      existing FILE is replaced only with --force)
     metasched replay TRACE_FILE TARGET         build a trace, check it, time it against numpy
     metasched history TARGET --db PATH         the records, newest first
 
@@ -35,17 +37,17 @@ from typing import NoReturn, Optional, Sequence
 import numpy as np
 
 from metasched import handwritten, workloads
-from metasched.arrays import aligned_empty
-from metasched.build import build
+from metasched.build import build, replay_record
 from metasched.codegen import Kernel, host_vector_bits
 from metasched.database import Confirmation, Database, Record
 from metasched.errors import DatabaseError, MetaschedError, MismatchError, UnknownWorkloadError
 from metasched.lang import Workload, assert_outputs_close, load
 from metasched.lang.reference import DEFAULT_CHUNK_BYTES
-from metasched.schedule import Schedule, Trace, replay
+from metasched.schedule import Schedule, Trace, repaired_decisions, replay
 from metasched.search import DEFAULT_STRATEGY, STRATEGIES
-from metasched.timing import format_gflops, format_seconds, paired_times
+from metasched.timing import format_gflops, format_seconds, median_seconds, paired_times
 from metasched.tune import host_target, tune
+from metasched.workloads import builtin
 from metasched.workloads.baselines import numpy_baseline
 
 EXIT_OK = 0
@@ -65,7 +67,9 @@ exit codes:
        traceback): a bug in metasched, please report it
   2    a user error, as one line on stderr: bad arguments, a file that cannot be read or does
        not parse, an unknown workload or parameter, sizes whose tensors do not fit in the
-       memory available, a schedule that does not apply to the workload
+       memory available, a schedule that does not apply to the workload, an output (-o,
+       --plot) that would replace an input or, without --force, an existing file, a curve
+       that could not be saved after tuning (the trials are kept)
   130  interrupted (Ctrl-C)
   141  the reader of the output went away (as in `metasched workloads | head -1`)
 """
@@ -123,6 +127,60 @@ def _non_negative(what: str):
 
 _seed = _non_negative("seed")
 _count = _non_negative("count")
+
+
+def _path(text: str) -> str:
+    """An argparse type: a path, which may not be empty (SQLite would take an empty name for a
+    temporary database, and open() for nothing at all)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the path is empty")
+    return text
+
+
+# ---- outputs ----------------------------------------------------------------------------------
+
+# The files SQLite keeps beside a database while it is open or after a crash.
+_DATABASE_COMPANIONS = ("", "-wal", "-shm", "-journal")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)  # also through hard links
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_output(path: str, option: str, inputs: dict[str, str], force: bool) -> bool:
+    """Refuse, before any work, an output ``path`` (given as ``option``) that is one of the
+    command's ``inputs`` (what names them -> their path), a folder, a file that exists unless
+    ``force``, or a place where no file can be made. Whether it exists (and will be replaced)."""
+    for what, source in inputs.items():
+        if _same_file(path, source):
+            raise _UserError(f"{option} {path} is {what}: it would be overwritten; name another file")
+    if os.path.isdir(path):
+        raise _UserError(f"{option} {path} is a folder, not a file")
+    if os.path.lexists(path):
+        if not force:
+            raise _UserError(f"{option} {path} exists; pass --force to replace it (nothing was written)")
+        if not os.access(path, os.W_OK):
+            raise _UserError(f"{option} {path} exists and cannot be written")
+        return True
+    try:  # the one sure test that a file can be made there (a folder's permissions do not tell: /proc)
+        with open(path, "xb"):
+            pass
+        os.unlink(path)
+    except OSError as err:
+        raise _UserError(f"{option} {path}: no file can be written there ({err.strerror or err})") from None
+    return False
+
+
+def _inputs(args: argparse.Namespace) -> dict[str, str]:
+    """The files a command reads, as its outputs must not name them."""
+    inputs = {f"the database of --db {args.db}" if suffix == "" else
+              f"the {suffix[1:]} file SQLite keeps beside the database of --db {args.db}": args.db + suffix
+              for suffix in _DATABASE_COMPANIONS}
+    if _is_path(args.workload):
+        inputs[f"the workload file {args.workload}"] = args.workload
+    return inputs
 
 
 # ---- memory -----------------------------------------------------------------------------------
@@ -229,7 +287,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     sch = handwritten.for_workload(wl, host_vector_bits())
     if sch is None:
         sch = Schedule(wl)
-        print(f"# {wl}: no hand-written schedule for {wl.name}: running the unscheduled program\n{sch}\n")
+        print(f"# {wl}: no hand-written schedule for {wl.name}: running the unscheduled program "
+              f"({_not_builtin(wl)})\n{sch}\n")
     else:
         print(f"# {wl}: hand-written schedule\n{sch}\n")
     _check_and_time(sch, args.seed)
@@ -249,26 +308,46 @@ def _check_and_time(sch: Schedule, seed: int) -> None:
 
 
 def _report_speed(wl: Workload, kernel: Kernel, inputs: list) -> None:
-    outputs = [aligned_empty(b.shape, b.dtype) for b in kernel.func.outputs]
+    """The kernel's time as Python calls it, ``kernel(*inputs)`` (outputs allocated, as numpy
+    allocates its results), against numpy's version of the workload as Python calls it; and
+    the machine code's own time, as tuning records it (``Kernel.time``: outputs given, no
+    checks). On a kernel of a few microseconds the two differ by what a call costs."""
+    alone = kernel.time(*inputs, min_repeat_seconds=0.02)
     baseline = numpy_baseline(wl)
     if baseline is None:
-        ours = kernel.time(*inputs)
-        print(f"metasched: {format_seconds(ours):>12}  {format_gflops(wl.flops, ours):>16}")
-        print(f"numpy:     no baseline for {wl.name} (only the built-in workloads have one)")
+        called = median_seconds(lambda: kernel(*inputs), repeat=5, min_repeat_seconds=0.02)
+        print(_our_line(wl, called, alone))
+        print(f"numpy:     no baseline for {wl.name} ({_not_builtin(wl)})")
         return
     # In turns, so that a burst of load on this shared machine hits both sides alike.
-    ours, theirs, ratio = paired_times(lambda: kernel.run(*inputs, *outputs), lambda: baseline(*inputs),
+    ours, theirs, ratio = paired_times(lambda: kernel(*inputs), lambda: baseline(*inputs),
                                        rounds=5, repeat=3, min_repeat_seconds=0.02, settle_seconds=0.2)
-    print(f"metasched: {format_seconds(ours):>12}  {format_gflops(wl.flops, ours):>16}")
-    print(f"numpy:     {format_seconds(theirs):>12}  {format_gflops(wl.flops, theirs):>16}")
+    print(_our_line(wl, ours, alone))
+    print(f"numpy:     {format_seconds(theirs):>12}  {format_gflops(wl.flops, theirs):>16}  "
+          f"its numpy version, as called")
     print(f"speed relative to numpy: {ratio:.2f}x")
 
 
+def _our_line(wl: Workload, called: float, alone: float) -> str:
+    return (f"metasched: {format_seconds(called):>12}  {format_gflops(wl.flops, called):>16}  "
+            f"as kernel(*inputs) is called; the machine code alone {format_seconds(alone)}")
+
+
+def _not_builtin(wl: Workload) -> str:
+    """Why ``wl`` has no numpy baseline or hand-written schedule."""
+    if builtin(wl) is not None:
+        return f"none was written for the built-in {wl.name}"
+    if wl.name in workloads.names():
+        return f"{wl.label} is named like the built-in {wl.name}, but its program differs"
+    return "only the built-in workloads have one"
+
+
 def _existing_db(path: str) -> Database:
-    """A database that must already exist (reading commands never create one)."""
+    """A database that must already exist, opened read-only (reading commands never create,
+    migrate or change one)."""
     if not os.path.exists(path):
         raise DatabaseError(f"no tuning database at {path} (metasched tune ... --db {path} makes one)")
-    return Database(path)
+    return Database(path, read_only=True)
 
 
 def _best(db: Database, wl: Workload, args: argparse.Namespace) -> Record:
@@ -293,8 +372,10 @@ def _tune_command(args: argparse.Namespace) -> str:
 _PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
-def _check_plot_path(path: str) -> None:
-    """Refuse, before any tuning, a --plot file that could not be written."""
+def _check_plot_path(args: argparse.Namespace) -> None:
+    """Refuse, before any tuning, a --plot file that could not be written or would replace
+    an input, or a file that exists without --force."""
+    path = args.plot
     if not path.lower().endswith(_PLOT_FORMATS):
         raise _UserError(f"--plot {path}: the file name must end with one of {', '.join(_PLOT_FORMATS)}")
     folder = os.path.dirname(path) or "."
@@ -304,13 +385,14 @@ def _check_plot_path(path: str) -> None:
         import matplotlib  # noqa: F401  (only whether it is there)
     except ImportError:
         raise _UserError("--plot needs matplotlib: pip install 'metasched[plot]'") from None
+    _check_output(path, "--plot", _inputs(args), args.force)
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, dict(args.param), args.name)
     _check_fits(wl)
     if args.plot:
-        _check_plot_path(args.plot)
+        _check_plot_path(args)
     if args.warm_start and args.no_warm_start:
         raise _UserError("--warm-start names workloads to warm-start on and --no-warm-start asks for none: "
                          "give one of them")
@@ -328,6 +410,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         failed = len(result.failures)
         print(f"{wl.label}: {len(result.history)} new trials ({failed} failed), "
               f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
+        if result.concurrent_trials:
+            print(f"another run tuning into {args.db} meanwhile recorded {result.concurrent_trials} more")
         if result.exhausted:
             print("the search space ran out of programs not yet measured")
         if result.retimed:
@@ -340,23 +424,31 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             print(f"not confirmed: {reason}")
         if result.confirmation is not None:
             print(_confirmed(result.confirmation))
-        if args.plot:
-            from metasched.tune.plot import plot_curve
-            try:
-                plot_curve(result, args.plot)
-                print(f"curve saved to {args.plot}")
-            except (OSError, ValueError) as err:  # the trials are kept: say so, and go on
-                print(f"metasched: the curve could not be saved to {args.plot}: {err}", file=sys.stderr)
+        plotted = _plot(result, args.plot) if args.plot else True
         if result.best_record is None:
             if not result.history and not result.earlier_trials:
                 print("nothing measured yet (--trials 0)")
-                return EXIT_OK
+                return EXIT_OK if plotted else EXIT_USER_ERROR
             print("no trial ran correctly: no best program")
             return EXIT_MISMATCH
         print(f"\n# best trace (record {result.best_record.id}, "
               f"{format_seconds(result.best_seconds)} when tuned)\n{result.best_trace}\n")
     _check_and_time(result.best_schedule, seed=0)
-    return EXIT_OK
+    return EXIT_OK if plotted else EXIT_USER_ERROR
+
+
+def _plot(result, path: str) -> bool:
+    """Save the curve; whether it could be (the trials are kept either way: the error says so,
+    and the command goes on to its report, then exits 2)."""
+    from metasched.tune.plot import plot_curve
+    try:
+        plot_curve(result, path)
+    except (OSError, ValueError) as err:
+        print(f"metasched: the curve could not be saved to {path} ({err}); the trials are in the database",
+              file=sys.stderr)
+        return False
+    print(f"curve saved to {path}")
+    return True
 
 
 def _confirmed(confirmation: Confirmation) -> str:
@@ -372,11 +464,11 @@ def _cmd_best(args: argparse.Namespace) -> int:
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
         confirmation = db.confirmation(wl, host_target())
+        sch = replay_record(wl, record, db.path)  # before anything is printed
     print(f"# best of {wl.label}: record {record.id}, {format_seconds(record.median)} when tuned "
           f"({format_gflops(wl.flops, record.median)})\n{record.trace}\n")
     if confirmation is not None and confirmation.current:
         print(f"# {_confirmed(confirmation)}\n")
-    sch = replay(wl, record.trace)
     print(f"# its program\n{sch}\n")
     _check_and_time(sch, seed=0)
     return EXIT_OK
@@ -384,19 +476,23 @@ def _cmd_best(args: argparse.Namespace) -> int:
 
 def _cmd_trace(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, dict(args.param), args.name)
+    replaced = _check_output(args.output, "-o", _inputs(args), args.force)
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
     record.trace.save(args.output)
     print(f"saved the best trace of {wl.label} (record {record.id}, "
-          f"{format_seconds(record.median)}) to {args.output}")
+          f"{format_seconds(record.median)}) to {args.output}{' (replaced)' if replaced else ''}")
     return EXIT_OK
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     wl = _workload(args.workload, dict(args.param), args.name)
     _check_fits(wl)
-    sch = replay(wl, Trace.load(args.trace))
+    trace = Trace.load(args.trace)
+    sch = replay(wl, trace)
     print(f"# {args.trace} on {wl}\n{sch}\n")
+    for repair in repaired_decisions(trace, sch):  # replay fits them to the workload without a word
+        print(f"# {repair}")
     _check_and_time(sch, args.seed)
     return EXIT_OK
 
@@ -426,7 +522,9 @@ def _extra_tune(cmd: argparse.ArgumentParser) -> None:
                      help="the trial budget of this workload on this CPU, counting the trials the "
                           "database already holds (default 64)")
     _db_option(cmd, "the tuning database (created when missing; a rerun goes on where it stopped)")
-    cmd.add_argument("--plot", metavar="FILE", help="save the curve of best GFLOP/s by trial (PNG, SVG or PDF)")
+    cmd.add_argument("--plot", metavar="FILE", type=_path,
+                     help="save the curve of best GFLOP/s by trial (PNG, SVG or PDF)")
+    _force_option(cmd, "--plot")
     cmd.add_argument("--strategy", choices=sorted(STRATEGIES), default=DEFAULT_STRATEGY,
                      help=f"how to choose the programs to measure (default {DEFAULT_STRATEGY}: "
                           f"evolution under a learned cost model; replay: random samples)")
@@ -440,13 +538,20 @@ def _extra_tune(cmd: argparse.ArgumentParser) -> None:
 
 
 def _db_option(cmd: argparse.ArgumentParser, helptext: str = "the tuning database") -> None:
-    cmd.add_argument("--db", required=True, metavar="PATH", help=helptext)
+    cmd.add_argument("--db", required=True, metavar="PATH", type=_path, help=helptext)
+
+
+def _force_option(cmd: argparse.ArgumentParser, output: str) -> None:
+    cmd.add_argument("--force", action="store_true",
+                     help=f"replace the file {output} names if it exists (never one the command reads)")
 
 
 def _extra_trace(cmd: argparse.ArgumentParser) -> None:
     _db_option(cmd)
-    cmd.add_argument("-o", "--output", required=True, metavar="FILE",
-                     help="where to write the trace (text; JSON when FILE ends with .json)")
+    cmd.add_argument("-o", "--output", required=True, metavar="FILE", type=_path,
+                     help="where to write the trace (text; JSON when FILE ends with .json); an existing "
+                          "file only with --force")
+    _force_option(cmd, "-o")
 
 
 def _extra_replay(cmd: argparse.ArgumentParser) -> None:

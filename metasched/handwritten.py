@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from metasched.lang.workload import Workload
+from metasched.workloads import builtin
 from metasched.schedule import LoopRV, Schedule
 
 
@@ -215,10 +216,10 @@ def register_tile(vector_bits: int) -> tuple[int, int]:
 
 
 def for_workload(workload: Workload, vector_bits: int = 512) -> Optional[Schedule]:
-    """The hand-written schedule of a built-in workload (by name) for a CPU with
-    ``vector_bits``-wide vector registers (``codegen.host_vector_bits()`` for this one), or
-    None."""
-    name = workload.name
+    """The hand-written schedule of a built-in workload (``workloads.builtin``: its program,
+    not just its name) for a CPU with ``vector_bits``-wide vector registers
+    (``codegen.host_vector_bits()`` for this one), or None."""
+    name = builtin(workload)
     tile_i, tile_j = register_tile(vector_bits)
     if name in ("matmul", "batch_matmul"):
         return cached_matmul(workload, tile_i=tile_i, tile_j=tile_j)

@@ -30,7 +30,7 @@ _DIRECT = {
     "tune": {"search", "measure", "database", "space", "codegen", "schedule", "workloads", "timing"},
     "workloads": {"lang"},
     "build": {"codegen", "schedule", "lang", "lower", "database", "tune"},
-    "handwritten": {"schedule", "lang"},
+    "handwritten": {"schedule", "lang", "workloads"},
 }
 TOP = {"cli", "testing", "__init__", "__main__"}  # may use every layer
 NOT_CODE = {"grammar"}  # the grammar files, shipped as package data

@@ -1,14 +1,16 @@
 """The built-in suite: the ``.tensor`` files of this package (the public benchmark workloads).
 
 ``names()`` lists them, ``get(name, **params)`` parses one with parameter overrides,
-``source(name)`` is its text and ``path(name)`` where it lives."""
+``source(name)`` is its text, ``path(name)`` where it lives and ``builtin(workload)`` which of
+them a workload is (what comes with a built-in, its numpy baseline and hand-written schedule,
+belongs to its program, not to its name)."""
 from __future__ import annotations
 
 import functools
 import importlib.resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
-from metasched.errors import UnknownWorkloadError
+from metasched.errors import MetaschedError, UnknownWorkloadError
 from metasched.lang import Workload, parse
 
 if TYPE_CHECKING:
@@ -44,3 +46,16 @@ def source(name: str) -> str:
 def get(name: str, **params: int) -> Workload:
     """The built-in workload ``name``, with parameter overrides ``params``."""
     return parse(source(name), name, file=str(path(name)), **params)
+
+
+def builtin(workload: Workload) -> Optional[str]:
+    """The name of the built-in workload that ``workload`` is, at its parameters, or None: a
+    workload of a built-in's name whose program differs (its ``key``) is not that built-in."""
+    name = workload.name
+    if name not in _names():
+        return None
+    try:
+        same = get(name, **workload.params)
+    except MetaschedError:  # a parameter the built-in does not have, or a value it refuses
+        return None
+    return name if same.key == workload.key else None

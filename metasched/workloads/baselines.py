@@ -7,6 +7,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from metasched.lang.workload import Workload
+from metasched.workloads import builtin
 
 
 def _softmax(x: np.ndarray) -> list[np.ndarray]:
@@ -58,8 +59,9 @@ BASELINES: dict[str, Callable[..., list[np.ndarray]]] = {
 
 
 def numpy_baseline(workload: Workload) -> Optional[Callable[..., list[np.ndarray]]]:
-    """The numpy version of a built-in workload (by name), or None for any other workload."""
-    fn = BASELINES.get(workload.name)
+    """The numpy version of a built-in workload (``workloads.builtin``: its program, not just
+    its name), or None for any other workload."""
+    fn = BASELINES.get(builtin(workload))
     if fn is None:
         return None
     return lambda *inputs: fn(workload, *inputs)
