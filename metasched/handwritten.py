@@ -82,9 +82,8 @@ def cached_matmul(workload: Workload, block: str = "C", epilogue: Optional[str] 
     ``pack``: each ``tile_j``-column panel of B (the block's second operand) is first copied
     into a contiguous buffer (a ``cache_read`` at the outer loop), as BLAS libraries pack it.
     Rows of B a multiple of 4 KiB apart map to the same L1 sets and evict one another while
-    ``k_1`` walks down the panel; packed, they lie side by side. Against numpy, unpacked /
-    packed (Xeon, AVX-512, 2 cores): matmul 1024 (rows 4 KiB apart) 0.41 / 0.95,
-    dense_bias_relu (12 KiB apart) 0.58 / 1.12, matmul_relu 512 1.26 / 1.30."""
+    ``k_1`` walks down the panel; packed, they lie side by side (figures: bench/README.md,
+    Design history)."""
     sch = Schedule(workload)
     b, batch, j0, i0 = _register_tiles(sch, block, tile_i, tile_j, tile_k)
     copy_out = sch.cache_write(b, 0, "local")
@@ -209,8 +208,7 @@ def register_tile(vector_bits: int) -> tuple[int, int]:
     ``vector_bits`` wide: the accumulator tile takes most of the registers and leaves room for
     a row of B and a broadcast of A. AVX-512 has 32 registers of 16 floats: 8 x 32 (16
     accumulators); AVX2 and SSE have 16: 6 rows by two vectors (12 accumulators), the shape
-    of OpenBLAS's Haswell kernel. On AVX2, 8 x 32 takes 32 registers and spills: 0.53x numpy
-    on matmul_relu 512 where 6 x 16 ran at 1.10x (znver3)."""
+    of OpenBLAS's Haswell kernel. On AVX2, 8 x 32 would take 32 registers and spill."""
     lanes = vector_bits // 32
     return (8, 2 * lanes) if vector_bits >= 512 else (6, 2 * lanes)
 

@@ -68,9 +68,9 @@ def paired_times(fn_a: Callable[[], object], fn_b: Callable[[], object], rounds:
     deciding it. ``settle_seconds`` of sleep before each side let the thread pool of the other
     side stop spinning: OpenBLAS's threads keep both cores busy for tens of milliseconds after
     numpy returns, and a libgomp kernel timed then waits a scheduler time slice per parallel
-    loop (seen: 8 ms instead of 0.02 ms). The side timed first alternates from round to round
-    (a, b, then b, a): a drift of the machine's speed within rounds (the memory bandwidth of a
-    shared host moves from second to second) then favours neither side.
+    loop. The side timed first alternates from round to round (a, b, then b, a): a drift of
+    the machine's speed within rounds (the memory bandwidth of a shared host moves from second
+    to second) then favours neither side.
     """
     times_a, times_b, ratios = [], [], []
     for round_ in range(rounds):

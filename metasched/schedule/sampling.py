@@ -27,10 +27,8 @@ def sample_perfect_tile(rng: np.random.Generator, extent: int, n: int,
     factor is drawn first, each divisor ``d <= max_innermost_factor`` weighted by the number of
     tilings of ``extent / d`` into ``n - 1`` factors, and the rest is spread as above.
     (MetaSchedule draws the innermost divisor uniformly instead, which favours large innermost
-    factors; this sampler keeps every tiling equally likely. Measured: with MetaSchedule's draw
-    (applied also where the extent is within the bound, as there), 64 trials of
-    conv2d_bias_relu found kernels 1.19x slower, the geometric mean of the best times over
-    eight paired seeds, of which it won 2; Xeon, AVX-512.)
+    factors; this sampler keeps every tiling equally likely, and found faster conv2d_bias_relu
+    kernels: bench/README.md, Design history.)
 
     Raises ``ValueError`` when ``extent`` or ``n`` is below 1, or when ``n == 1`` and
     ``extent`` exceeds the bound (one factor must be the whole extent)."""

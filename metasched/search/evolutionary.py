@@ -52,12 +52,8 @@ def _family(trace: Trace) -> tuple:
     """A program's family: the innermost factor of each tiling in more than two levels (the
     register tile of the spatial loops, in ``MultiLevelTiling``'s spaces) and where each block
     is computed; programs that differ in their outer tiles, reduction tiles, unrolling or
-    parallel extent are one family. Tried: the product of the two innermost factors (the
-    tile of the write cache) in place of the innermost, so that near-equal register tiles
-    count as one family; paired seeds of 64 trials on the AVX-512 Xeon, new / old best
-    time: matmul_relu 0.975 on seeds 0-11 (won 6) and 1.045 on seeds 12-23 (won 6),
-    conv2d_bias_relu 0.921 (won 5) and 0.961 (won 6, seeds from 0.41 to 1.63). Not taken: 24
-    seeds each put it within the spread of the runs."""
+    parallel extent are one family. (Keyed by the write cache's tile instead, it did no
+    better: bench/README.md, Design history.)"""
     family = []
     for i, decision in sorted(trace.decisions.items()):
         if isinstance(decision, tuple) and len(decision) > 2:
@@ -83,10 +79,8 @@ def _families_spread(ranked: list, cap: int) -> list:
 def _saturated(wanted: int) -> int:
     """How many programs in a row, none of them new, tell that a space holds few programs
     not yet known, when ``wanted`` new ones are sought: ``wanted``, and at least 32, so that
-    a search for a few does not give up on a few repeats. Every built-in workload but one
-    tuned to the very proposals it made without this stop (160 trials, a fake runner): their
-    repeats come one or two at a time. The one, transpose_add, has a space of five programs;
-    its 160 trials took 0.4 s of search instead of 4.4 s, and measured the same five."""
+    a search for a few does not give up on a few repeats (those of the built-in spaces come
+    one or two at a time)."""
     return max(wanted, 32)
 
 
@@ -99,54 +93,22 @@ def _mutant_key(parent: Candidate, trace: Trace) -> MutantKey:
 class EvolutionaryConfig:
     """MetaSchedule's parameters, scaled to what Python affords per tuning round (its defaults:
     population 512, init_measured_ratio 0.2, init_min_unmeasured 50, genetic_num_iters 4,
-    genetic_mutate_prob 0.85, genetic_max_fail_count 10, eps_greedy 0.05), and one of ours:
+    genetic_mutate_prob 0.85, genetic_max_fail_count 10, eps_greedy 0.05), and two of ours:
 
     ``max_family_share``: the most of a proposal that one family of programs (``_family``: the
     same register tile and compute locations) takes while the best predicted of other families
     are left (0: one of each before a second of any); 1.0 is MetaSchedule's way, the model's
     favourites taking all of it. A model fitted on a few dozen times favours the family of the
-    fastest so far, and some runs then spent every later proposal on it: one conv2d_bias_relu
-    run measured one family 29 times in 64 trials and ended at 0.62 of the hand-written
-    schedule, where random search found 1.05.
-    Half a proposal against all of it, 64 trials, paired seeds (``bench/search_variants.py``,
-    znver3; the geometric mean of best times, below 1 faster): conv2d_bias_relu 0.87 (24
-    seeds, 17 won), dense_bias_relu 0.99 (16, 8 won), matmul_relu 0.99 (24, 14 won),
-    reduce_cols 0.99 (8, 4 won), softmax 1.04 (8, 2 won; one seed 1.47). With the programs
-    without a family counted as one family: reduce_cols 1.07 (2 won), softmax 0.92 (6 won).
-    A quarter of a proposal: conv2d_bias_relu 0.97, matmul_relu 0.98 (8 seeds each); 16 more
-    seeds each (8-23, AVX-512 Xeon): matmul_relu 0.992 (won 9), conv2d_bias_relu 0.982 (won
-    8, seeds from 0.76 to 1.14), within the spread of the runs: not taken.
+    fastest so far, and without the cap some runs spent every later proposal on it.
 
     ``first_prior_share``: the share of a run's first proposal (nothing measured, the model
     uninformed) picked as the most vectorized of ``population_size`` fresh samples (the
     ``vector_lanes`` feature of the main store, at most two of one family); the rest are
-    fresh samples, as the whole of it was before (0.0). A first round of random samples
-    left some runs with nothing vectorized to start from: the model, fitted on them, kept
-    mutating poor programs (a conv2d_bias_relu run whose 16 first samples had at most 14
-    lanes ended at 1.31x the time of the others). 0.5 against 0.0, paired seeds of 64
-    trials each (AVX-512 Xeon), both bests timed in turns, new / old time: conv2d_bias_relu
-    geometric mean 0.933 over 24 seeds (won 13; median 1.058 to 0.999 ms, slowest seed 1.396
-    to 1.245 ms), dense_bias_relu 0.944 over 24 (won 14; median 2.319 to 2.195 ms, slowest
-    3.734 to 2.964 ms), matmul_relu 0.967 over 12 (won 6; slowest 1.052 to 0.959 ms). It
-    narrows the spread: the slow seeds gain most, some fast ones lose. softmax 0.998 and
-    reduce_cols 0.992 (8 seeds each), whose samples differ little in lanes. All of it picked
-    (1.0) against half, seeds 0-11: conv2d_bias_relu 1.040 (won 5; slowest 1.163 to 1.387
-    ms), dense_bias_relu 1.033 (won 5): a first round of programs alike teaches the model
-    less.
+    fresh samples. A first round of random samples left some runs with nothing vectorized to
+    start from, and the model, fitted on them, kept mutating poor programs.
 
-    ``genetic_num_iters``: MetaSchedule's 4 against these 3, 16 paired seeds of 64 trials
-    (AVX-512 Xeon, new / old best time): matmul_relu 1.018 (won 7), conv2d_bias_relu 1.038
-    (won 6): no better, for a third more mutants per proposal.
-
-    Also tried, paired seeds of 64 trials each (AVX-512 Xeon, new / old best time), neither
-    taken: ``init_measured_ratio`` 0.5 against 0.2, conv2d_bias_relu 1.081 over seeds 0-7
-    (won 3, seeds from 0.87 to 1.43). ``population_size`` 256 against 128: conv2d_bias_relu
-    0.962 over seeds 0-7 (won 5, from 0.80 to 1.40) and 0.965 over seeds 8-15 (won 4, from
-    0.82 to 1.10), matmul_relu 0.930 (seeds 0-7, won 5, from 0.73 to 1.03), dense_bias_relu
-    0.990 (won 5), softmax 1.020 (won 3), for a tenth more tuning wall: a few percent on the
-    tiled workloads, within the spread of the runs, and none on the others. Seeds 8-15 then
-    undid it: matmul_relu 1.035 (won 3, from 0.88 to 1.23), dense_bias_relu 1.027 (won 3, from
-    0.87 to 1.20)."""
+    The values were chosen on paired seeds (``bench/search_variants.py``); the figures, and
+    the variants tried and not taken, are in bench/README.md, Design history."""
 
     population_size: int = 128
     init_measured_ratio: float = 0.2
@@ -194,10 +156,8 @@ class EvolutionarySearch(SearchStrategy):
     ``mutators`` default to MetaSchedule's mix for the workload (``default_mutators``). It
     asks for batches of 16 (MetaSchedule measures 64 per round): one round of search costs
     about as much as building and measuring 16 programs. Smaller batches refit the model more
-    often and so exploit sooner: in 64 trials, batches of 8 found faster matmul_relu kernels
-    but slower conv2d_bias_relu ones, some runs settling on one family of programs
-    (``bench/search_variants.py`` compares settings on paired seeds; its docstring has the
-    figures)."""
+    often and so exploit sooner, which helped some workloads and hurt others (bench/README.md,
+    Design history)."""
 
     batch_size = 16
     # Mutants made in a run, remembered (least recently drawn forgotten first) so that one
@@ -250,11 +210,10 @@ class EvolutionarySearch(SearchStrategy):
     def _sample(self, count: int, round_: Round, exclude: set[str]) -> list[Candidate]:
         """Up to ``count`` fresh samples of new programs, in ``max_fail_count * count`` tries,
         or fewer in a small space: the draws stop after a pass (as many draws as programs
-        still wanted) that ends on a run of ``_saturated`` programs all known already. A
-        space of five programs drew 1,390 samples in its first proposal before, 1.2 s of
-        work for nothing (MetaSchedule too draws on, for ``max_fail_count`` passes without a
-        new program). A draw a postprocessor rejected tells nothing of the space's size: it
-        neither counts nor breaks the run."""
+        still wanted) that ends on a run of ``_saturated`` programs all known already, where
+        MetaSchedule draws on for ``max_fail_count`` passes without a new program. A draw a
+        postprocessor rejected tells nothing of the space's size: it neither counts nor breaks
+        the run."""
         ctx = self.context
         found: list[Candidate] = []
         tries = known = 0  # ``known``: programs made in a row since the last new one
@@ -304,11 +263,8 @@ class EvolutionarySearch(SearchStrategy):
         """One genetic round: parents drawn by score, mutated or kept.
 
         Parents are drawn in proportion to their predicted scores, as MetaSchedule draws them.
-        That pressure is weak: in a batch_matmul run, the best tenth of a population drew
-        20-30% of the parents. Tried: scores raised to the third power, 8 paired seeds of 64
-        trials each (AVX-512 Xeon, new / old best time): batch_matmul 0.970 (won 5),
-        matmul_relu 0.987 (won 4), conv2d_bias_relu 1.046 (won 5, seeds from 0.77 to 1.32).
-        That is within the spread of the runs, so it was not taken."""
+        That pressure is weak, but a stronger one (scores cubed) did no better
+        (bench/README.md, Design history)."""
         cfg, ctx = self.config, self.context
         weights = np.maximum(scores, 0.0) + 1e-6
         weights = weights / weights.sum()

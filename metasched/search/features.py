@@ -46,47 +46,18 @@ from metasched.ir.stmt import (
 )
 
 # -- 1. the feature table -----------------------------------------------------------------
-# 2: reuse_extent in every buffer slot (before it, how a reduction loop was split changed no
-# column, though it changed matmul_relu's time 2.7 times).
+# What each version added and why (the figures, and the columns tried and not taken:
+# bench/README.md, Design history):
+# 2: reuse_extent in every buffer slot, so that how a reduction loop is split shows in a
+# column (it can change matmul_relu's time 2.7 times).
 # 3: the innermost rolled loop (rolled_*, and each buffer's rolled_stride): the loop LLVM's
-# own vectorizer works on when the schedule vectorized nothing. Before it, matmul_relu 512
-# programs of 2.97 and 106 ms had near-equal rows: both left unvectorized by the schedule, one
-# with a rolled loop along the rows of B and C (LLVM vectorized it), one down their columns.
+# own vectorizer works on when the schedule vectorized nothing, along the rows or down the
+# columns of a buffer.
 # 4: intensity_l1 and intensity_l2, the flops per unique byte over the outermost loop whose
 # working set fits a cache of each size: how well a program is tiled for the caches, which
-# intensity over the innermost loop or the whole nest does not say. Pairwise accuracy, 5-fold
-# over the records of seven bench runs' matmul_relu (three seeds each) and one run's
-# conv2d_bias_relu: 0.843 to 0.846 (each of the seven sets by 0.001 to 0.007) and 0.853 to 0.859.
-# On the records of a later run, not used to choose it: 0.831 to 0.832 and 0.837 to 0.835, so
-# a small gain, within the spread between runs.
+# intensity over the innermost loop or the whole nest does not say.
 # 5: intensity_l1 and intensity_l2 place their levels at this machine's L1 data cache and L2
-# (``host_cache_bytes``), not at a fixed 32 KiB and 512 KiB. On an AVX-512 Xeon with 48 KiB
-# and 2 MiB, pairwise accuracy, 5-fold over 256 records (a tuning run's evolutionary and
-# random records), mean of 3 seeds: 0.848 to 0.852 on matmul_relu and 0.862 to 0.866 on
-# conv2d_bias_relu, higher on five of the six sets; on the records of a later run, not used to
-# choose it, 0.861 to 0.863 and 0.845 to 0.847.
-#
-# Tried and not taken (so no version of its own): unrolled_bytes and w_unrolled_bytes, the
-# unique bytes of all the store's buffers and of the written one over the innermost run of
-# unrolled and vectorized loops (the values straight-line code keeps in registers;
-# matmul_relu's fast kernels unroll an 8 x 32 accumulator tile, 16 AVX-512 registers, and
-# slower ones unroll 16 x 64, which spills).
-# Pairwise accuracy on a bench run's records, mean of 3 seeds: 0.862 to 0.861 (matmul_relu),
-# 0.854 to 0.855 (conv2d_bias_relu). New / old best time over paired seeds of 64 trials:
-# matmul_relu 0.922 on seeds 0-11 (won 10) but 0.990 on 12-23 (won 6), conv2d_bias_relu
-# 1.026 (won 6 of 12), dense_bias_relu 1.027 (won 5 of 12), softmax 1.008 and reduce_cols
-# 0.98 (8 and 6 seeds): within the spread of the runs.
-# Also tried and not taken (znver4, 2026-11-28): vector_lanes counting the lanes LLVM's loop
-# vectorizer takes on its own, without a vectorized loop: the innermost rolled loop's extent,
-# at most 64, when every buffer moves 0 or 1 element per step of it and the written one 1 (a
-# reduction along it stays scalar: no reassociation). The cost model's line in that column
-# puts such programs with the scalar ones: matmul_relu's fastest program of a bench run (1.21
-# ms, a rolled 32-iteration unit-stride loop) was predicted 240th of 256, and only 5 of the
-# 256 records had such a loop. Pairwise accuracy, 5-fold over 256 records of two bench runs
-# (one seed each; their random runs share programs): 0.816 to 0.829 and 0.830 to 0.841 on
-# matmul_relu, 0.828 to 0.838 and 0.875 to 0.879 on conv2d_bias_relu. New / old best time
-# over paired seeds 0-7 of 64 trials: conv2d_bias_relu 0.983 (won 5), matmul_relu 1.020 (won
-# 1, seeds 0.97 to 1.06): better ranking, no better search.
+# (``host_cache_bytes``), not at a fixed 32 KiB and 512 KiB.
 FEATURE_VERSION = 5
 CACHE_LINE_BYTES = 64
 # Where the sizes of the caches cannot be read: a typical x86 core's L1 data cache and L2.

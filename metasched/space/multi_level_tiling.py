@@ -50,14 +50,9 @@ class MultiLevelTiling(ScheduleRule):
       tile) from 1 to this, any integer: 6 rows of a 512-row matmul, which no perfect tile
       makes. The last spatial loop (the one vectorized when its accesses are contiguous)
       keeps perfect tiles. 0 (the default): perfect tiles only, MetaSchedule's space.
-      ``cpu_default`` keeps 0: on matmul_relu 512 (znver3, AVX2, 8 seeds of 64 trials) the
-      best kernels ran at 0.87 of the hand-written 6 x 16 tile's speed (geometric mean) with
-      perfect tiles, 0.87 with rows up to 8 and 0.78 with rows up to 16 (the worst run settled
-      on 12 to 16 rows, which spill); at 128 trials, 0.86 with perfect tiles and 0.91 with rows up
-      to 8 (5 of 8 seeds won, within the spread of the seeds). On conv2d_bias_relu (64 trials,
-      8 seeds) rows up to 8 lost 7 of 8 seeds, 0.63 of hand-written against 0.92: drawn
-      uniformly, most filter and row tiles are 3 or more, where the perfect sampler's draws
-      favour 1 and 2, the tiles of that workload's best kernels.
+      ``cpu_default`` keeps 0: rows up to 8 did no better on matmul_relu and worse on
+      conv2d_bias_relu, whose best kernels' tiles of 1 and 2 the perfect sampler favours
+      (bench/README.md, Design history).
     * ``fuse_consumer_levels``: the levels after which an element-wise consumer is fused.
     * ``cache_write_levels``: the levels after which the write cache is copied out.
     * ``cache_scope``: the write cache's scope (``"local"``: a tile-sized array).
@@ -71,29 +66,15 @@ class MultiLevelTiling(ScheduleRule):
       ``cached_matmul`` does; the other levels keep the axes' order. Not in MetaSchedule's
       CPU space.
 
-      The place is fixed, not sampled. It was a ``sample_compute_location`` (inline, the
-      root or any tile loop) until searches were seen to settle on a place inside the
-      reduction, copying a slice of the panel for every row tile, and never leave it: the
+      The place is fixed, not sampled: sampled, searches settled on a place inside the
+      reduction, copying a slice of the panel for every row tile, and never left it (the
       compute-location mutator moves it in 5% of mutants, and the cost model scores the
-      better places low once it has measured them with poor tiles (in one run of 64 trials,
-      39 of them inside the reduction and one at ``j_0``, the model scored the best program
-      0.98 and the same program packed at ``j_0`` 0.62; timed, that ran 1.12 times
-      faster). Sixteen random samples of matmul_relu 512, each built at every place (Xeon,
-      AVX-512, 2 cores):
-      ``j_0`` came within 1.01 of each sample's fastest place (geometric mean), inline (no
-      copy) 1.08, ``i_0`` 1.09, the root 1.12, ``k_0`` 1.16 and the two loops between 1.4;
-      twelve of dense_bias_relu: ``j_0`` 1.04 (the fastest in 8), ``i_0`` 1.29, the others
-      1.6 to 1.95.
-      Twelve paired seeds of 64 trials, each best timed in turns with numpy, sampled / fixed:
-      matmul_relu 1.13 / 1.24x numpy (medians; fixed won 11), dense_bias_relu 1.07 / 1.20x
-      (won 9). Where the sampled ``j_0`` tile is 1, the panel is all of the operand, and the
-      parallel rewrite, which stops at the loop that holds it, leaves the block serial:
-      such programs still took 4 to 19 of those runs' 64 matmul_relu trials and ran 2 to 5
-      times slower than the run's best. Tried and reverted: the rewrite making the loops
-      below such a unit loop parallel (and the panel's copy). The programs became as fast
-      as the others at best, and the searches then spent up to 47 of 64 trials on them;
-      twelve paired seeds, speed with / without: matmul_relu 0.97 (won 5), dense_bias_relu
-      1.01 (won 5).
+      better places low once it has measured them with poor tiles), while ``j_0`` is at or
+      near each program's fastest place. Where the sampled ``j_0`` tile is 1, the panel is
+      all of the operand, and the parallel rewrite, which stops at the loop that holds it,
+      leaves the block serial; making the loops below it parallel was tried and reverted: the
+      searches then spent most of their trials on such programs (bench/README.md, Design
+      history).
     * ``keep_unreused_axes_whole``: a spatial axis other than the last that indexes every
       tensor the block reads, each at a dimension of its own (``b`` of ``C[b, i, j] += A[b, i,
       k] * B[b, k, j]``, the channel of a depthwise convolution), is not split: its loop

@@ -5,20 +5,11 @@ Evolutionary search fits its model on the run's own records as they arrive, 16 a
 first proposals are picked by a model that knows 16 or 32 programs, or by none. The records of
 a workload of the same kind (``Workload.kind``: matmul_relu for dense_bias_relu,
 conv2d_bias_relu at other sizes) teach it beforehand what makes such programs fast, as
-MetaSchedule's one cost model learns from every task it tunes together. Measured with
-``bench/search_variants.py W default warm_start=DB`` (paired seeds, 2-core znver4; warm / cold
-best time, below 1: faster), each workload weighing as much as the other in the fit
-(``GBTModel.weights``), from the 256 records of a 256-trial run: dense_bias_relu after
-matmul_relu 0.933 at 32 trials (won 7 of 8) and 0.969 at 64 (won 5), conv2d_bias_relu after
-conv2d_bias_relu at 128 channels and 28 x 28 0.940 at 64 trials (won 6). From the 64 records
-of a default run, at 64 trials: dense_bias_relu after matmul_relu 0.956 (won 6), matmul_relu after
-dense_bias_relu 0.990 (won 7, seeds from 0.96 to 1.02), conv2d_bias_relu after that
-conv2d_bias_relu 1.001 (won 2, seeds from 0.85 to 1.14). After a workload of another
-kind it did not help (conv2d_bias_relu after matmul_relu, 256 records: 1.017, won 2). So by
-default a run takes one workload of its own kind, the one with the most records, when it has
-at least ``WARM_MIN_RECORDS``: a model trained on fewer takes the place of the first
-proposal's pick of the most vectorized samples (``EvolutionaryConfig.first_prior_share``),
-which was measured to pay, with nothing measured to say it does better.
+MetaSchedule's one cost model learns from every task it tunes together; the records of a
+workload of another kind did not help. So by default a run takes one workload of its own kind,
+the one with the most records, when it has at least ``WARM_MIN_RECORDS``: a model trained on
+fewer would take the place of the first proposal's pick of the most vectorized samples
+(``EvolutionaryConfig.first_prior_share``), which pays. Figures: bench/README.md, Design history.
 
 * ``warm_start``: the model and what it was trained on (``WarmStart``), for ``tune``;
 * ``same_kind``: the workload a run takes by default.
@@ -34,11 +25,11 @@ from metasched.lang.workload import Workload
 from metasched.search import GBTModel
 from metasched.search.cost_model import MIN_TRAINING_PROGRAMS
 
-# The most records of one workload a warm start trains on, spread over its runs (the measured
-# figures above are on 256); replaying and featurising them takes about a second.
+# The most records of one workload a warm start trains on, spread over its runs (as many
+# as were measured); replaying and featurising them takes about a second.
 WARM_RECORDS = 256
 # The fewest records of this target a workload of the same kind needs to be taken by default:
-# those of one default run (``tune``'s 64 trials), the fewest measured above.
+# those of one default run (``tune``'s 64 trials), the fewest measured.
 WARM_MIN_RECORDS = 64
 
 
