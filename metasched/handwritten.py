@@ -12,6 +12,8 @@ from typing import Optional
 from metasched.lang.workload import Workload
 from metasched.workloads import builtin
 from metasched.schedule import LoopRV, Schedule
+from metasched.schedule.annotations import (PARALLEL, PRAGMA_AUTO_UNROLL_MAX_STEP, PRAGMA_UNROLL_EXPLICIT,
+                                         TILING_STRUCTURE, UNROLL_EXPLICIT, VECTORIZE)
 
 
 def _split(sch: Schedule, loop: LoopRV, *inner: int) -> list[LoopRV]:
@@ -176,7 +178,7 @@ def sampled_matmul(workload: Workload, seed: int = 0, block: str = "C",
     with an epilogue; ``seed`` draws the tiles and the unroll depth."""
     sch = Schedule(workload, seed=seed)
     b = sch.get_block(block)
-    sch.annotate(b, "meta_schedule.tiling_structure", "SSRSRS")
+    sch.annotate(b, TILING_STRUCTURE, "SSRSRS")
     i, j, k = sch.get_loops(b)
     i0, i1, i2, i3 = sch.split(i, sch.sample_perfect_tile(i, n=4, max_innermost_factor=8))
     j0, j1, j2, j3 = sch.split(j, sch.sample_perfect_tile(j, n=4, max_innermost_factor=32))
@@ -187,18 +189,18 @@ def sampled_matmul(workload: Workload, seed: int = 0, block: str = "C",
         sch.reverse_compute_inline(sch.get_block(epilogue))
     sch.reverse_compute_at(copy_out, j1)
     unroll = sch.sample_categorical([0, 16, 64, 512], [0.25, 0.25, 0.25, 0.25])
-    sch.annotate(b, "meta_schedule.parallel", 96)
-    sch.annotate(b, "meta_schedule.vectorize", 64)
-    sch.annotate(b, "meta_schedule.unroll_explicit", unroll)
+    sch.annotate(b, PARALLEL, 96)
+    sch.annotate(b, VECTORIZE, 64)
+    sch.annotate(b, UNROLL_EXPLICIT, unroll)
     # What the post-processors make of those annotations.
     outer = sch.fuse(*sch.get_loops(b)[:2])
     sch.parallel(outer)
     sch.unroll(i3)
     sch.vectorize(j3)
-    sch.annotate(outer, "pragma_auto_unroll_max_step", unroll)
-    sch.annotate(outer, "pragma_unroll_explicit", 1)
+    sch.annotate(outer, PRAGMA_AUTO_UNROLL_MAX_STEP, unroll)
+    sch.annotate(outer, PRAGMA_UNROLL_EXPLICIT, 1)
     sch.vectorize(sch.get_loops(copy_out)[-1])
-    for key in ("meta_schedule.parallel", "meta_schedule.vectorize", "meta_schedule.unroll_explicit"):
+    for key in (PARALLEL, VECTORIZE, UNROLL_EXPLICIT):
         sch.unannotate(b, key)
     return sch
 

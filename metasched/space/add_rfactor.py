@@ -8,13 +8,9 @@ from typing import Optional
 
 from metasched.ir.limits import MAX_BUFFER_BYTES
 from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
+from metasched.schedule.annotations import RANDOM_COMPUTE_PRODUCER, TILING_STRUCTURE
 from metasched.space.base import ScheduleRule, host_cores
-from metasched.space.multi_level_tiling import TILING_STRUCTURE
 
-# Set on a block whose reduction a rule factorised into a new producer block: MetaSchedule's
-# RandomComputeLocation then samples where that producer is computed, and later rules know
-# the block's reduction is already split in two.
-RANDOM_COMPUTE_PRODUCER = "meta_schedule.random_compute_producer"
 # Bytes per element assumed when checking that a partial buffer fits: the widest dtype.
 _WIDEST_ITEM = 8
 

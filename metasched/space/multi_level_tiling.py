@@ -27,13 +27,10 @@ from typing import Optional
 
 from metasched.schedule import BlockRV, LoopRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo
+from metasched.schedule.annotations import TILING_STRUCTURE
 from metasched.schedule.cache import SCOPES
 from metasched.space.auto_inline import can_reverse_compute_inline
 from metasched.space.base import ScheduleRule
-
-# The block annotation that marks a block as tiled (TVM's attr::meta_schedule_tiling_structure);
-# RandomComputeLocation leaves such a block where it is.
-TILING_STRUCTURE = "meta_schedule.tiling_structure"
 
 Tiles = list[list[LoopRV]]  # per letter of the structure, the loops of that level
 

@@ -6,13 +6,8 @@ import dataclasses
 from typing import Optional
 
 from metasched.schedule import BlockRV, Schedule, analysis
+from metasched.schedule.annotations import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT, VECTORIZE
 from metasched.space.base import ScheduleRule, host_cores
-
-# The annotations RewriteParallelVectorizeUnroll reads (and removes) to make real loop kinds.
-PARALLEL = "meta_schedule.parallel"
-VECTORIZE = "meta_schedule.vectorize"
-UNROLL_EXPLICIT = "meta_schedule.unroll_explicit"
-UNROLL_IMPLICIT = "meta_schedule.unroll_implicit"
 
 # The share of the probability that the parallel limit's sampling gives ``max_jobs_per_core``.
 DEFAULT_JOBS_WEIGHT = 0.8

@@ -12,9 +12,8 @@ import dataclasses
 
 from metasched.schedule import BlockRV, Schedule, analysis
 from metasched.schedule.analysis import BlockInfo
-from metasched.space.add_rfactor import RANDOM_COMPUTE_PRODUCER
+from metasched.schedule.annotations import RANDOM_COMPUTE_PRODUCER, TILING_STRUCTURE
 from metasched.space.base import ScheduleRule
-from metasched.space.multi_level_tiling import TILING_STRUCTURE
 
 
 @dataclasses.dataclass

@@ -10,9 +10,9 @@ import dataclasses
 from typing import Optional
 
 from metasched.schedule import BlockRV, Schedule, analysis
+from metasched.schedule.annotations import TILING_STRUCTURE
 from metasched.space.base import ScheduleRule
 from metasched.space.contiguous_reduction import axis_extents, loops_are_axes, streamed_reads
-from metasched.space.multi_level_tiling import TILING_STRUCTURE
 
 
 @dataclasses.dataclass
