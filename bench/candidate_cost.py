@@ -48,7 +48,7 @@ from metasched.errors import ScheduleError
 from metasched.measure.worker import GC_THRESHOLDS
 from metasched.schedule import replay
 from metasched.search.cost_model import program_features
-from metasched.search.mutators import default_mutators
+from metasched.search.mutator import default_mutators
 from metasched.search.scoring import Scorer, _mutants, _samples, _Shared
 from metasched.space import cpu_default
 

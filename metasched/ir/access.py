@@ -1,6 +1,6 @@
 """What a statement touches: flattened element offsets, offsets as ``coefficient * var + rest``,
 and the buffers, variables, loads and stores inside a statement tree. Code generation and the
-schedule verifier (``metasched.space.postprocs``) read programs through these, so that they
+schedule verifier (``metasched.space.postproc``) read programs through these, so that they
 agree on what an access is."""
 from __future__ import annotations
 

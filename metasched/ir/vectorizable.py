@@ -1,7 +1,7 @@
 """When a vectorized loop really runs as vector instructions.
 
 ``vector_fallback_reason`` is the one predicate: code generation (``codegen.vector``) runs a
-loop it refuses as a serial loop, and the schedule verifier (``space.postprocs.VerifyKernel``)
+loop it refuses as a serial loop, and the schedule verifier (``space.postproc.VerifyKernel``)
 rejects such a program, so the two can never disagree about which loops vectorize.
 
 ``lane_limit`` and ``chunk_plan``: how wide the vector instructions of a loop are and how many

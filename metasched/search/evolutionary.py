@@ -33,7 +33,7 @@ import numpy as np
 from metasched.schedule import Schedule, Trace
 from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy
 from metasched.search.features import FEATURE_NAMES
-from metasched.search.mutators import MutatorSet, default_mutators
+from metasched.search.mutator import MutatorSet, default_mutators
 from metasched.search.scoring import Candidate, Scorer, collector_paused
 from metasched.search.strategy import SearchContext, SearchStrategy
 

@@ -37,7 +37,7 @@ from metasched.errors import ScheduleError
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule, Trace, replay
 from metasched.search.cost_model import program_features
-from metasched.search.mutators import apply_mutant
+from metasched.search.mutator import apply_mutant
 from metasched.space import SpaceGenerator
 
 
@@ -253,7 +253,7 @@ class Scorer:
         return self._run(_samples, [int(s) for s in seeds])
 
     def mutants(self, traces: Sequence[Trace]) -> list[Optional[Candidate]]:
-        """Each mutant (``mutators.apply_mutant``), in order; None for one that was dropped."""
+        """Each mutant (``mutator.apply_mutant``), in order; None for one that was dropped."""
         return self._run(_mutants, [self._shared.wire.pack(t, sampling=True) for t in traces])
 
     def candidate(self, sch: Schedule) -> Candidate:

@@ -6,7 +6,7 @@ from metasched.space.contiguous_reduction import ContiguousReduction
 from metasched.space.default import cpu_default
 from metasched.space.multi_level_tiling import MultiLevelTiling
 from metasched.space.parallel_vectorize_unroll import ParallelizeVectorizeUnroll
-from metasched.space.postprocs import RewriteParallelVectorizeUnroll, VerifyKernel
+from metasched.space.postproc import RewriteParallelVectorizeUnroll, VerifyKernel
 from metasched.space.random_compute_location import RandomComputeLocation
 from metasched.space.transposed_read import TransposedReadTiling
 

@@ -16,7 +16,7 @@ from metasched.database import program_key
 from metasched.database import records
 from metasched.schedule import Schedule, Trace, replay
 from metasched.schedule.instruction import BlockRV, ExprRV, Instruction, LoopRV
-from metasched.search.mutators import apply_mutant, default_mutators
+from metasched.search.mutator import apply_mutant, default_mutators
 from metasched.space import cpu_default
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "schedule"))

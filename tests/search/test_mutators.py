@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from conftest import SMALL_PARAMS, with_imperfect_rows
 from metasched import Schedule, replay, workloads
 from metasched.schedule import Trace, analysis
-from metasched.search.mutators import (MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll, Mutator,
-                                       MutatorSet, apply_mutant, default_mutators)
+from metasched.schedule.annotations import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT
+from metasched.search.mutator import (MutateComputeLocation, MutateParallel, MutateTileSize, MutateUnroll, Mutator,
+                                      MutatorSet, apply_mutant, default_mutators)
 from metasched.space import PostOrderApply, Postproc, cpu_default
-from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, UNROLL_IMPLICIT
 from metasched.testing import assert_equivalent
 
 SIX = ["batch_matmul", "conv2d_bias_relu", "dense_bias_relu", "matmul_relu", "reduce_cols", "softmax"]

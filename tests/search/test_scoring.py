@@ -14,7 +14,7 @@ from metasched.database import program_key
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Trace, replay
 from metasched.search import EvolutionaryConfig, EvolutionarySearch, SearchContext
-from metasched.search.mutators import default_mutators
+from metasched.search.mutator import default_mutators
 from metasched.search.scoring import InProcess, Scorer, _chunks, _Wire
 from metasched.space import PostOrderApply, cpu_default
 from metasched.tune.tune import WorkerTasks

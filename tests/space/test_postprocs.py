@@ -20,12 +20,12 @@ from metasched.ir.analysis import loads, substitute, walk as walk_expr
 from metasched.ir.expr import node_count
 from metasched.lang import assert_outputs_close
 from metasched.schedule import Schedule, analysis
+from metasched.schedule.annotations import PARALLEL, UNROLL_EXPLICIT, VECTORIZE
 from metasched.space import PostOrderApply, RewriteParallelVectorizeUnroll, VerifyKernel, cpu_default
 from metasched.space.loop_program import (MAX_UNROLLED_WORK, Lowered, UnrolledWork, exprs, lowered,
                                           params, plainly_vectorizes, walk, with_kinds)
-from metasched.space.parallel_vectorize_unroll import PARALLEL, UNROLL_EXPLICIT, VECTORIZE
-from metasched.space.postprocs import (KEYS, _parallel_race, _vector_fallback, parallel_race, unrolled_work,
-                                       vector_fallback)
+from metasched.space.postproc import KEYS, parallel_race, unrolled_work, vector_fallback
+from metasched.space.postproc.verify_kernel import _parallel_race, _vector_fallback
 from metasched.testing import assert_equivalent, schedules
 
 SERIAL = CodegenOptions(poison=True, threading="serial")

@@ -8,7 +8,7 @@ from metasched import ScheduleError, workloads
 from metasched.schedule import replay
 from metasched.space import cpu_default
 from metasched.space.loop_program import lowered, unrolled_work
-from metasched.space.postprocs import RewriteParallelVectorizeUnroll
+from metasched.space.postproc import RewriteParallelVectorizeUnroll
 
 
 @pytest.mark.parametrize("name", ["matmul_relu", "conv2d_bias_relu", "softmax"])
