@@ -40,6 +40,7 @@ from metasched.database.schema import (
     open_read_only,
     read_snapshot,
 )
+from metasched.database.interface import TuningDatabase
 from metasched.database.target import Target
 
 WorkloadRef = Union[Workload, str]  # a workload, or its key
@@ -69,7 +70,7 @@ def _reads(method: _Read) -> _Read:
     return read  # type: ignore[return-value]
 
 
-class Database:
+class Database(TuningDatabase):
     """A durable tuning database in the SQLite file at ``path`` (``":memory:"``: in memory).
 
     The file is created when missing and refused (``DatabaseError``, the file left as it was)
@@ -134,8 +135,7 @@ class Database:
         return workload.key
 
     def commit(self, workload: Workload, trace: Trace, *, target: Target, seconds: Sequence[float] = (),
-               error: Optional[str] = None, build_seconds: Optional[float] = None,
-               feature_version: Optional[str] = None) -> Optional[Record]:
+               error: Optional[str] = None, build_seconds: Optional[float] = None) -> Optional[Record]:
         """Records one result of ``trace`` on ``workload`` and ``target`` and commits it at once:
         either ``seconds``, the run times of the repeats, or ``error``, why it failed.
 
@@ -150,8 +150,6 @@ class Database:
         check_trace(trace)
         _check_target(target)
         times = check_result(seconds, error, build_seconds)
-        if feature_version is not None and not isinstance(feature_version, str):
-            raise ValueError(f"feature_version is None or a string, not {feature_version!r}")
         try:
             replay(workload, trace)
         except ScheduleError as err:
@@ -159,16 +157,16 @@ class Database:
                              "nothing was written") from err
         record = Record(0, workload.key, trace, program_key(trace), times, error, target,
                         None if build_seconds is None else float(build_seconds), time.time(),
-                        software_versions(), feature_version)
+                        software_versions())
         with self._transaction() as connection:
             _insert_workload(connection, workload)
             cursor = connection.execute(
                 "INSERT INTO records (workload, program, trace, seconds, error, target_key, target, build_seconds, "
-                "created, versions, feature_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "created, versions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (workload, target_key, program) DO NOTHING",
                 (record.workload_key, record.program, _dump(trace.to_json()), _dump(list(times)), error,
                  target.key, _dump(target.to_json()), record.build_seconds, record.created,
-                 _dump(record.versions), feature_version))
+                 _dump(record.versions)))
             if cursor.rowcount == 0:
                 return None
         return dataclasses.replace(record, id=cursor.lastrowid)

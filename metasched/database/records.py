@@ -30,7 +30,7 @@ from metasched.database.target import Target
 
 # The columns of the records table, in the order ``record_from_row`` reads them.
 RECORD_COLUMNS = ("id", "workload", "trace", "program", "seconds", "error", "target", "build_seconds",
-                  "created", "versions", "feature_version")
+                  "created", "versions")
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class Record:
 
     ``seconds`` are the repeats' run times (empty when it failed); ``error`` says why it failed
     (None: it ran); ``program`` is ``program_key(trace)``; ``versions`` the versions of
-    metasched and llvmlite that measured it; ``feature_version`` the version of the cost
-    model's feature set, when one was given. ``created`` is a Unix time."""
+    metasched and llvmlite that measured it. ``created`` is a Unix time."""
 
     id: int
     workload_key: str
@@ -52,7 +51,6 @@ class Record:
     build_seconds: Optional[float]
     created: float
     versions: dict[str, str] = field(hash=False)
-    feature_version: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -379,11 +377,10 @@ def _version_of(distribution: str) -> str:
 def record_from_row(row: tuple, path: str) -> Record:
     """The ``Record`` of a row of ``RECORD_COLUMNS``; ``DatabaseError`` naming the record when a
     stored value cannot be read back."""
-    (record_id, workload, trace, program, seconds, error, target, build_seconds, created, versions,
-     feature_version) = row
+    record_id, workload, trace, program, seconds, error, target, build_seconds, created, versions = row
     try:
         return Record(record_id, workload, Trace.from_json(json.loads(trace)), program,
                       tuple(float(t) for t in json.loads(seconds)), error, Target.from_json(json.loads(target)),
-                      build_seconds, created, dict(json.loads(versions)), feature_version)
+                      build_seconds, created, dict(json.loads(versions)))
     except (ValueError, TypeError) as e:  # json's and the trace reader's errors are ValueErrors
         raise DatabaseError(f"{path}: record {record_id} is damaged and cannot be read: {e}") from None

@@ -85,7 +85,7 @@ _VERSION_1 = (
         build_seconds REAL,
         created REAL NOT NULL,
         versions TEXT NOT NULL,
-        feature_version TEXT,
+        feature_version TEXT,  -- no longer written or read (rows are recomputed from traces)
         -- its index also finds a workload's records on one target
         UNIQUE (workload, target_key, program))""",
 )

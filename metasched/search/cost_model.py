@@ -30,6 +30,7 @@ from __future__ import annotations
 import pickle
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
@@ -93,42 +94,90 @@ def pairwise_accuracy(truth: Sequence[float], predicted: Sequence[float]) -> flo
     return float(agree[differ].mean())
 
 
+class FeatureExtractor(ABC):
+    """Turns a post-processed schedule into the fixed-width row of numbers a cost model reads.
+    The model owns it (``CostModel.extractor``); the scoring workers run it on every candidate
+    (so it must pickle), and each candidate carries its row from then on. ``version`` names
+    what it computes: a saved model is loaded only by an extractor of the same version."""
+
+    version: str = ""
+
+    @abstractmethod
+    def __call__(self, sch: Schedule) -> np.ndarray:
+        """The row of ``sch``."""
+
+    def rows(self, schedules: Sequence[Schedule]) -> np.ndarray:
+        """The rows of ``schedules``, stacked."""
+        return np.stack([self(sch) for sch in schedules]) if schedules else np.zeros((0, 0), np.float32)
+
+
+class ProgramFeatures(FeatureExtractor):
+    """``program_features``: the per-store features of the main store, their maximum over all
+    stores and the number of stores."""
+
+    version = f"program-{FEATURE_VERSION}"
+
+    def __call__(self, sch: Schedule) -> np.ndarray:
+        return program_features(sch)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured program as a cost model learns it: the key of its workload (a program's
+    label is relative to the fastest of its own workload) and its median ``seconds`` (None:
+    it failed)."""
+
+    workload: str
+    seconds: Optional[float]
+
+
 class CostModel(ABC):
-    """Scores candidates: higher means predicted faster. ``update`` learns from measurements
-    (median seconds, or None for a failed candidate)."""
+    """Scores candidates by their feature rows (``extractor``'s): higher means predicted
+    faster. A new model is one subclass with ``predict`` and ``update``."""
+
+    extractor: FeatureExtractor = ProgramFeatures()
 
     @abstractmethod
-    def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
-        """Learn from the measured ``candidates``."""
+    def update(self, rows: np.ndarray, results: Sequence[Measured]) -> None:
+        """Learn from measured programs: one row per result."""
 
     @abstractmethod
-    def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
-        """One score per candidate."""
-
-    def predict_rows(self, rows: np.ndarray) -> Optional[np.ndarray]:
-        """Scores of program-feature rows (``program_features``) computed beforehand, for a
-        model that reads nothing else; None (the default) when it needs the schedules."""
-        return None
+    def predict(self, rows: np.ndarray) -> np.ndarray:
+        """One score per row."""
 
     @property
     def informed(self) -> bool:
         """Whether the scores carry information (False for scores drawn at random)."""
         return True
 
+    def learn(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
+        """``update`` from schedules and their median seconds (rows by ``extractor``)."""
+        if len(schedules) != len(seconds):
+            raise ValueError(f"learn: {len(schedules)} schedules but {len(seconds)} times")
+        if schedules:
+            self.update(self.extractor.rows(schedules),
+                        [Measured(sch.workload.key, s) for sch, s in zip(schedules, seconds)])
+
+    def score(self, schedules: Sequence[Schedule]) -> np.ndarray:
+        """``predict`` for schedules (rows by ``extractor``)."""
+        return self.predict(self.extractor.rows(schedules)) if schedules else np.zeros(0)
+
     def save(self, path: Union[str, PathLike]) -> None:
-        """Write the model (pickle) with the feature version it was trained on."""
-        Path(path).write_bytes(pickle.dumps({"feature_version": FEATURE_VERSION, "model": self}))
+        """Write the model (pickle) with the version of its features."""
+        Path(path).write_bytes(pickle.dumps({"feature_version": self.extractor.version, "model": self}))
 
     @staticmethod
     def load(path: Union[str, PathLike]) -> CostModel:
-        """A model written by ``save``; ``ValueError`` when it was trained on other features."""
+        """A model written by ``save``; ``ValueError`` when its extractor now computes other
+        features than it was trained on."""
         saved = pickle.loads(Path(path).read_bytes())
         if not isinstance(saved, dict) or not isinstance(saved.get("model"), CostModel):
             raise ValueError(f"{path} holds no metasched cost model")
-        if saved["feature_version"] != FEATURE_VERSION:
+        model = saved["model"]
+        if saved["feature_version"] != model.extractor.version:
             raise ValueError(f"{path} was trained on features version {saved['feature_version']}; "
-                             f"this metasched computes version {FEATURE_VERSION}: train it again")
-        return saved["model"]
+                             f"its extractor now computes version {model.extractor.version}: train it again")
+        return model
 
 
 class RandomModel(CostModel):
@@ -141,13 +190,10 @@ class RandomModel(CostModel):
     def informed(self) -> bool:
         return False
 
-    def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
+    def update(self, rows: np.ndarray, results: Sequence[Measured]) -> None:
         pass
 
-    def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
-        return self.rng.random(len(candidates))
-
-    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+    def predict(self, rows: np.ndarray) -> np.ndarray:
         return self.rng.random(len(rows))
 
 
@@ -177,9 +223,11 @@ class GBTModel(CostModel):
     def informed(self) -> bool:
         return self._regressor is not None
 
-    def update(self, candidates: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
-        for sch, s in zip(candidates, seconds, strict=True):
-            self._add(program_features(sch), sch.workload.key, s)
+    def update(self, rows: np.ndarray, results: Sequence[Measured]) -> None:
+        if len(rows) != len(results):
+            raise ValueError(f"update: {len(rows)} rows but {len(results)} results")
+        for row, result in zip(rows, results):
+            self._add(row, result.workload, result.seconds)
         self._fit()
 
     def _add(self, row: np.ndarray, group: str, seconds: Optional[float]) -> None:
@@ -200,7 +248,7 @@ class GBTModel(CostModel):
         if len(self._rows) < MIN_TRAINING_PROGRAMS or np.ptp(labels) == 0:
             self._regressor = None
             return
-        with _one_thread():  # see ``predict_rows``
+        with _one_thread():  # see ``predict``
             self._regressor = self._fitted(np.stack(self._rows), labels, self.weights())
 
     def weights(self) -> Optional[np.ndarray]:
@@ -267,38 +315,43 @@ class GBTModel(CostModel):
         return GradientBoostingRegressor(n_estimators=200, learning_rate=0.1, max_depth=4,
                                          subsample=0.8, random_state=self.seed)
 
-    def predict(self, candidates: Sequence[Schedule]) -> np.ndarray:
-        if self._regressor is None or not candidates:
-            return self._fallback.predict(candidates)
-        return self.predict_rows(np.stack([program_features(sch) for sch in candidates]))
-
-    def predict_rows(self, rows: np.ndarray) -> np.ndarray:
+    def predict(self, rows: np.ndarray) -> np.ndarray:
         if self._regressor is None or not len(rows):
-            return self._fallback.predict_rows(rows)
+            return self._fallback.predict(rows)
         return np.exp(self._regressor.predict(rows))
 
     @classmethod
     def from_database(cls, database: Database, workloads: Iterable[Workload],
                       target: Optional[Target] = None, kind: str = "blend", seed: int = 0,
                       most: Optional[int] = None) -> GBTModel:
-        """A model trained on the records of ``workloads`` in ``database`` (those of
-        ``target`` when given), at most ``most`` of each workload (None: all), spread evenly
-        over the order they were measured in (a run's first, random programs and its last,
-        tuned ones alike): their traces are replayed and lowered again, so records of any
-        feature version serve. A record whose trace no longer replays is skipped."""
+        """A model trained on the records of ``workloads`` in ``database`` (``learn_records``)."""
         model = cls(kind, seed)
-        for wl in workloads:
-            records = database.records(wl, target)
-            if most is not None and len(records) > most:
-                records = [records[i] for i in np.linspace(0, len(records) - 1, most).round().astype(int)]
-            for record in records:
-                try:
-                    sch = replay(wl, record.trace)
-                except ScheduleError:
-                    continue
-                model._add(program_features(sch), wl.key, record.median if record.ok else None)
-        model._fit()
+        learn_records(model, database, workloads, target, most)
         return model
+
+
+def learn_records(model: CostModel, database: Database, workloads: Iterable[Workload],
+                  target: Optional[Target] = None, most: Optional[int] = None) -> int:
+    """Train ``model`` on the records of ``workloads`` in ``database`` (those of ``target``
+    when given), at most ``most`` of each workload (None: all), spread evenly over the order
+    they were measured in (a run's first, random programs and its last, tuned ones alike).
+    Their traces are replayed and their rows made by the model's extractor, so records of any
+    feature version serve; a record whose trace no longer replays is skipped. Returns how
+    many it learned."""
+    schedules, results = [], []
+    for wl in workloads:
+        records = database.records(wl, target)
+        if most is not None and len(records) > most:
+            records = [records[i] for i in np.linspace(0, len(records) - 1, most).round().astype(int)]
+        for record in records:
+            try:
+                schedules.append(replay(wl, record.trace))
+            except ScheduleError:
+                continue
+            results.append(Measured(wl.key, record.median if record.ok else None))
+    if schedules:
+        model.update(model.extractor.rows(schedules), results)
+    return len(schedules)
 
 
 class _Blend:

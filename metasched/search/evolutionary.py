@@ -30,12 +30,12 @@ from typing import Hashable, Iterable, Optional, Sequence, Union
 
 import numpy as np
 
-from metasched.schedule import Schedule, Trace
-from metasched.search.cost_model import CostModel, GBTModel, pairwise_accuracy
+from metasched.schedule import Trace
+from metasched.search.cost_model import CostModel, GBTModel, Measured, ProgramFeatures, pairwise_accuracy
 from metasched.search.features import FEATURE_NAMES
 from metasched.search.mutator import MutatorSet, default_mutators
 from metasched.search.scoring import Candidate, Scorer, collector_paused
-from metasched.search.strategy import SearchContext, SearchStrategy
+from metasched.search.strategy import Proposal, SearchContext, SearchStrategy
 
 
 # The main store's vectorized lanes in a candidate's row (``cost_model.program_features`` puts
@@ -44,8 +44,6 @@ _LANES = FEATURE_NAMES.index("vector_lanes")
 
 # A mutant's identity: its parent's ident (``Candidate.ident``) and the decisions the mutator changed.
 MutantKey = tuple[Hashable, str]
-# A candidate claimed for a proposal, with its schedule (replayed to claim it).
-_Claimed = tuple[Candidate, Schedule]
 
 
 def _family(trace: Trace) -> tuple:
@@ -174,7 +172,6 @@ class EvolutionarySearch(SearchStrategy):
         self.rounds: list[Round] = []
         self._best_measured: list[tuple[float, Candidate]] = []
         self._mutants: OrderedDict[MutantKey, Optional[Candidate]] = OrderedDict()  # None: dropped
-        self._proposed: dict[int, Candidate] = {}  # id of a proposed Schedule -> its candidate
         # The idents of the programs measured or proposed that this search knows of: those of
         # ``context.measured`` (program keys) that it read or proposed. Candidates are told
         # apart by ident; a program measured that it does not know of is refused when claimed.
@@ -183,17 +180,16 @@ class EvolutionarySearch(SearchStrategy):
     def start(self, context: SearchContext) -> None:
         super().start(context)
         self.mutators = self._given_mutators or default_mutators(context.workload)
-        self.scorer = Scorer(context.workload, context.space, context.tasks)
+        self.scorer = Scorer(context.workload, context.space, context.tasks, self.model.extractor)
         self.scorer.prepare()
-        self.rounds, self._best_measured, self._mutants, self._proposed = [], [], OrderedDict(), {}
+        self.rounds, self._best_measured, self._mutants = [], [], OrderedDict()
         self._measured = set()
         # Resume: what the database knows of this workload trains the model and seeds the
         # population, as a run that never stopped would have it.
         earlier = context.earlier()
         if earlier:
-            schedules, seconds = [sch for sch, _ in earlier], [s for _, s in earlier]
-            self.model.update(schedules, seconds)
-            candidates = [self.scorer.candidate(sch) for sch in schedules]
+            candidates, seconds = [self.scorer.candidate(sch) for sch, _ in earlier], [s for _, s in earlier]
+            self._learn(candidates, seconds)
             self._measured.update(cand.ident for cand in candidates)
             self._remember(candidates, seconds)
 
@@ -201,10 +197,7 @@ class EvolutionarySearch(SearchStrategy):
     def _scores(self, population: Sequence[Candidate]) -> np.ndarray:
         if not population:
             return np.zeros(0)
-        scores = self.model.predict_rows(np.stack([c.row for c in population]))
-        if scores is None:  # a model that reads schedules
-            scores = self.model.predict([c.schedule(self.context.workload) for c in population])
-        return np.asarray(scores, dtype=float)
+        return np.asarray(self.model.predict(np.stack([c.row for c in population])), dtype=float)
 
     # --- the population ----------------------------------------------------------------------
     def _sample(self, count: int, round_: Round, exclude: set[str]) -> list[Candidate]:
@@ -234,7 +227,7 @@ class EvolutionarySearch(SearchStrategy):
                 break
         return found
 
-    def _first(self, count: int, round_: Round) -> tuple[list[_Claimed], list[Candidate]]:
+    def _first(self, count: int, round_: Round) -> tuple[list[Candidate], list[Candidate]]:
         """The first proposal's programs when nothing is measured and the model knows nothing:
         (picked and claimed, fresh). ``first_prior_share`` of them are picked from a
         population of fresh samples as the most vectorized (the main store's lanes, at most
@@ -242,7 +235,7 @@ class EvolutionarySearch(SearchStrategy):
         next), the rest are fresh samples: the others of that population, in the order drawn."""
         cfg = self.config
         prior = min(count, int(round(count * cfg.first_prior_share)))
-        if not prior:
+        if not prior or not isinstance(self.model.extractor, ProgramFeatures):  # lanes unknown
             return [], self._sample(count, round_, set())
         pool = self._sample(max(count, cfg.population_size), round_, set())
         ranked = sorted(pool, key=lambda cand: -float(cand.row[_LANES]))  # stable: ties in sample order
@@ -317,11 +310,11 @@ class EvolutionarySearch(SearchStrategy):
         return children or population
 
     # --- the strategy ------------------------------------------------------------------------
-    def propose(self, count: int) -> list[Schedule]:
+    def propose(self, count: int) -> list[Candidate]:
         with collector_paused():
             return self._propose(count)
 
-    def _propose(self, count: int) -> list[Schedule]:
+    def _propose(self, count: int) -> list[Candidate]:
         cfg = self.config
         round_ = Round()
         self.rounds.append(round_)
@@ -330,8 +323,8 @@ class EvolutionarySearch(SearchStrategy):
             # rounds would shuffle random samples at random. The most vectorized samples and
             # fresh ones are a better first proposal for a fraction of the work.
             picked, fresh = self._first(count, round_)
-            round_.predicted.extend(float(score) for score in self._scores([cand for cand, _ in picked]))
-            return self._schedules(picked, self._new_programs(count - len(picked), fresh, round_), round_)
+            round_.predicted.extend(float(score) for score in self._scores(picked))
+            return self._proposal(picked, self._new_programs(count - len(picked), fresh, round_), round_)
         population = self._initial(round_)
         # The best predicted programs of any genetic round, never measured: ident -> (score, candidate).
         best: dict[Hashable, tuple[float, Candidate]] = {}
@@ -350,29 +343,27 @@ class EvolutionarySearch(SearchStrategy):
         cap = max(1, math.ceil(cfg.max_family_share * count))
         spread = _families_spread(ranked, cap) if cap < count else ranked
         chosen = self._claimed((cand for _, (_, cand) in spread), count - n_random)
-        round_.predicted.extend(best[cand.ident][0] for cand, _ in chosen)
-        return self._schedules(chosen, self._new_programs(count - len(chosen), [], round_), round_)
+        round_.predicted.extend(best[cand.ident][0] for cand in chosen)
+        return self._proposal(chosen, self._new_programs(count - len(chosen), [], round_), round_)
 
-    def _claim(self, cand: Candidate) -> Optional[Schedule]:
-        """``cand``'s schedule if it is a new program (``SearchContext.claim``: by program key
-        and loop program), else None; either way it is measured or proposed from now on."""
+    def _claim(self, cand: Candidate) -> bool:
+        """Whether ``cand`` is a new program (``SearchContext.claim_program``: by program key
+        and loop program); either way it is measured or proposed from now on."""
         self._measured.add(cand.ident)
-        sch = cand.schedule(self.context.workload)
-        return sch if self.context.claim(sch) else None
+        return self.context.claim_program(cand.key, cand.program)
 
-    def _claimed(self, candidates: Iterable[Candidate], count: int) -> list[_Claimed]:
-        """The first ``count`` of ``candidates`` that are new programs, in order, with their
-        schedules (``_claim``); those after the last one taken are not tried."""
-        found: list[_Claimed] = []
+    def _claimed(self, candidates: Iterable[Candidate], count: int) -> list[Candidate]:
+        """The first ``count`` of ``candidates`` that are new programs, in order (``_claim``);
+        those after the last one taken are not tried."""
+        found: list[Candidate] = []
         for cand in candidates:
             if len(found) == count:
                 break
-            sch = self._claim(cand)
-            if sch is not None:
-                found.append((cand, sch))
+            if self._claim(cand):
+                found.append(cand)
         return found
 
-    def _new_programs(self, count: int, pool: list[Candidate], round_: Round) -> list[_Claimed]:
+    def _new_programs(self, count: int, pool: list[Candidate], round_: Round) -> list[Candidate]:
         """Up to ``count`` fresh samples, claimed (``_claimed``): those of ``pool`` first, in
         order, then new draws. A sample can be refused as a program measured that this search
         did not know of by its ident (``SearchContext.measured`` holds keys, and without a
@@ -388,23 +379,27 @@ class EvolutionarySearch(SearchStrategy):
             found += self._claimed(drawn, count - len(found))
         return found
 
-    def _schedules(self, chosen: list[_Claimed], extra: list[_Claimed], round_: Round) -> list[Schedule]:
+    def _proposal(self, chosen: list[Candidate], extra: list[Candidate], round_: Round) -> list[Candidate]:
         """The proposal: the ``chosen`` candidates (their scores already in ``round_``) and the
-        fresh samples ``extra``, all claimed, as schedules."""
-        round_.predicted.extend(float(s) for s in self._scores([cand for cand, _ in extra]))
+        fresh samples ``extra``, all claimed."""
+        round_.predicted.extend(float(s) for s in self._scores(extra))
         round_.random = len(extra)
         round_.proposed = len(chosen) + len(extra)
-        self._proposed = {id(sch): cand for cand, sch in chosen + extra}
-        return [sch for _, sch in chosen + extra]
+        return chosen + extra
 
-    def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
-        self.model.update(schedules, seconds)
-        candidates = [self._proposed.get(id(sch)) or self.scorer.candidate(sch) for sch in schedules]
+    def notify(self, proposals: Sequence[Proposal], seconds: Sequence[Optional[float]]) -> None:
+        candidates = [p if isinstance(p, Candidate) else self.scorer.candidate(p) for p in proposals]
+        self._learn(candidates, seconds)
         self._measured.update(cand.ident for cand in candidates)
         self._remember(candidates, seconds)
         if self.rounds and len(self.rounds[-1].predicted) == len(seconds) > 1:
             throughput = [0.0 if s is None else 1.0 / s for s in seconds]
             self.rounds[-1].accuracy = pairwise_accuracy(throughput, self.rounds[-1].predicted)
+
+    def _learn(self, candidates: Sequence[Candidate], seconds: Sequence[Optional[float]]) -> None:
+        """The model learns the measured candidates from the rows they carry."""
+        key = self.context.workload.key
+        self.model.update(np.stack([c.row for c in candidates]), [Measured(key, s) for s in seconds])
 
     def _remember(self, candidates: Sequence[Candidate], seconds: Sequence[Optional[float]]) -> None:
         for cand, s in zip(candidates, seconds):

@@ -8,8 +8,8 @@ mutant's trace), so any split over processes gives the same candidates in the sa
 a seeded search stays deterministic.
 
 * ``Candidate``: a post-processed program as the search keeps it: its ident (design space and
-  decisions), trace and feature row (``cost_model.program_features``); its program key when
-  asked; ``schedule()`` replays it when it is chosen.
+  decisions), trace, feature row (the cost model's ``FeatureExtractor``) and loop-program
+  digest; its program key when asked; ``schedule()`` replays it when a user wants it.
 * ``Tasks``: how a batch of tasks runs. ``InProcess`` runs them here; the tuner lends its
   builder's worker processes, which are idle while the search works.
 * ``Scorer``: the workload and space of a run, and ``samples(seeds)`` / ``mutants(traces)``;
@@ -34,9 +34,10 @@ import numpy as np
 
 from metasched.database import program_key
 from metasched.errors import ScheduleError
+from metasched.ir import func_digest
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule, Trace, replay
-from metasched.search.cost_model import program_features
+from metasched.search.cost_model import FeatureExtractor, ProgramFeatures
 from metasched.search.mutator import apply_mutant
 from metasched.space import SpaceGenerator
 
@@ -45,14 +46,16 @@ from metasched.space import SpaceGenerator
 class Candidate:
     """A post-processed program: ``ident``, which tells it from the other programs of a run
     (``_Wire.ident``: its design space and decisions), its ``trace`` (with the
-    postprocessors' instructions) and its feature ``row``. ``key``, its program key
-    (``database.program_key``), is worked out when first asked for: a search tells its
-    candidates apart by ``ident`` and needs the key only of the programs it proposes (a
-    twentieth of a candidate's work, in hundreds of candidates a round)."""
+    postprocessors' instructions), its feature ``row`` and the digest of its loop program
+    (``ir.func_digest``), computed where it was made, so that claiming and learning it need
+    no replay. ``key``, its program key (``database.program_key``), is worked out when first
+    asked for: a search tells its candidates apart by ``ident`` and needs the key only of the
+    programs it proposes."""
 
     ident: Hashable
     trace: Trace
     row: np.ndarray
+    program: str
 
     @functools.cached_property
     def key(self) -> str:
@@ -89,14 +92,14 @@ class _Shared:
     design spaces are not the parent's (a space module that makes them differently each
     time) refuses its tasks, which then run in the parent."""
 
-    def __init__(self, workload: Workload, space: SpaceGenerator) -> None:
-        self.workload, self.space = workload, space
+    def __init__(self, workload: Workload, space: SpaceGenerator, extractor: FeatureExtractor) -> None:
+        self.workload, self.space, self.extractor = workload, space, extractor
         self.wire = _Wire(workload, space)
         self._blob: Optional[bytes] = None
 
     def __getstate__(self) -> dict:
         if self._blob is None:
-            self._blob = pickle.dumps((self.workload, self.space, self.wire.fingerprint))
+            self._blob = pickle.dumps((self.workload, self.space, self.extractor, self.wire.fingerprint))
         return {"blob": self._blob}
 
     def __setstate__(self, state: dict) -> None:
@@ -104,9 +107,9 @@ class _Shared:
         digest = hashlib.sha256(blob).digest()
         if digest not in _UNPICKLED:
             _UNPICKLED.clear()  # a worker serves one run at a time
-            workload, space, fingerprint = pickle.loads(blob)
-            _UNPICKLED[digest] = (workload, space, _Wire(workload, space), fingerprint)
-        self.workload, self.space, self.wire, fingerprint = _UNPICKLED[digest]
+            workload, space, extractor, fingerprint = pickle.loads(blob)
+            _UNPICKLED[digest] = (workload, space, extractor, _Wire(workload, space), fingerprint)
+        self.workload, self.space, self.extractor, self.wire, fingerprint = _UNPICKLED[digest]
         if self.wire.fingerprint != fingerprint:
             raise RuntimeError(f"this process made other design spaces of {self.workload} than the "
                                f"parent process did; {type(self.space).__name__}.generate must "
@@ -114,7 +117,7 @@ class _Shared:
         self._blob = blob
 
 
-_UNPICKLED: dict[bytes, tuple[Workload, SpaceGenerator, "_Wire", str]] = {}
+_UNPICKLED: dict[bytes, tuple[Workload, SpaceGenerator, FeatureExtractor, "_Wire", str]] = {}
 
 
 class _Wire:
@@ -186,12 +189,13 @@ def _ready(shared: _Shared) -> None:
     """Nothing more: receiving ``shared`` readied the worker (its imports, the design spaces)."""
 
 
-# A candidate as it crosses between processes: its trace packed (``_Wire``) and its row.
-_Packed = tuple[Union[Trace, tuple], np.ndarray]
+# A candidate as it crosses between processes: its trace packed (``_Wire``), its row and the
+# digest of its loop program.
+_Packed = tuple[Union[Trace, tuple], np.ndarray, str]
 
 
 def _packed(shared: _Shared, sch: Schedule) -> _Packed:
-    return shared.wire.pack(sch.trace), program_features(sch)
+    return shared.wire.pack(sch.trace), shared.extractor(sch), func_digest(sch.lower())
 
 
 def _samples(shared: _Shared, seeds: Sequence[int]) -> list[Optional[_Packed]]:
@@ -234,12 +238,14 @@ def collector_paused() -> Iterator[None]:
 
 
 class Scorer:
-    """Makes candidates of ``workload`` in ``space``, in ``tasks`` (default: this process)."""
+    """Makes candidates of ``workload`` in ``space``, in ``tasks`` (default: this process),
+    their rows by ``extractor`` (default: ``ProgramFeatures``)."""
 
-    def __init__(self, workload: Workload, space: SpaceGenerator, tasks: Optional[Tasks] = None) -> None:
+    def __init__(self, workload: Workload, space: SpaceGenerator, tasks: Optional[Tasks] = None,
+                 extractor: Optional[FeatureExtractor] = None) -> None:
         self.workload, self.space = workload, space
         self.tasks = tasks or InProcess()
-        self._shared = _Shared(workload, space)
+        self._shared = _Shared(workload, space, extractor or ProgramFeatures())
 
     def prepare(self) -> None:
         """Ready the worker processes for this run now (a task each: the imports of the search,
@@ -262,13 +268,13 @@ class Scorer:
         so that it crosses to the workers small and has the ident of its program."""
         wire = self._shared.wire
         trace = wire.intern(sch.trace)
-        return Candidate(wire.ident(wire.pack(trace)), trace, program_features(sch))
+        return Candidate(wire.ident(wire.pack(trace)), trace, self._shared.extractor(sch), func_digest(sch.lower()))
 
     def _run(self, fn: Callable, items: list) -> list[Optional[Candidate]]:
         if not items:
             return []
         wire = self._shared.wire
-        return [None if c is None else Candidate(wire.ident(c[0]), wire.unpack(c[0]), c[1])
+        return [None if c is None else Candidate(wire.ident(c[0]), wire.unpack(c[0]), c[1], c[2])
                 for part in self.tasks.map(fn, [(self._shared, chunk) for chunk in _chunks(items, self.tasks.workers)])
                 for c in part]
 

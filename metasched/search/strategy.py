@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -13,8 +13,11 @@ from metasched.errors import ScheduleError
 from metasched.ir import func_digest
 from metasched.lang.workload import Workload
 from metasched.schedule import Schedule, replay
-from metasched.search.scoring import InProcess, Tasks
+from metasched.search.scoring import Candidate, InProcess, Tasks
 from metasched.space import SpaceGenerator
+
+# What a strategy proposes: a post-processed program, by its ``trace``.
+Proposal = Union[Schedule, Candidate]
 
 
 @dataclass
@@ -49,13 +52,20 @@ class SearchContext:
     def claim(self, sch: Schedule) -> bool:
         """Whether ``sch`` (post-processed) is a new program, by its key and by its loop
         program; if so it counts as proposed from now on."""
-        key = program_key(sch.trace)
+        return self.claim_program(program_key(sch.trace), lambda: func_digest(sch.lower()))
+
+    def claim_program(self, key: str, digest: Union[str, Callable[[], str]]) -> bool:
+        """``claim`` for a program known by its program ``key`` and the ``digest`` of its loop
+        program (``ir.func_digest``; or a function that computes it, called only when the
+        key is new): a search that computed both where it made the program need not replay
+        it."""
         if key in self.measured:
             self.repeated += 1
             return False
         if self._programs is None:
             self.earlier()
-        digest = func_digest(sch.lower())
+        if callable(digest):
+            digest = digest()
         if digest in self._programs:
             self.repeated += 1
             return False
@@ -93,9 +103,12 @@ class SearchStrategy(ABC):
         self.context = context
 
     @abstractmethod
-    def propose(self, count: int) -> list[Schedule]:
+    def propose(self, count: int) -> list[Proposal]:
         """Up to ``count`` new programs, none measured or proposed before; fewer (even none)
-        when the strategy finds no more."""
+        when the strategy finds no more. A program is a post-processed ``Schedule`` or
+        anything else with its post-processed ``trace`` (``scoring.Candidate``): the tuner
+        builds, measures and records the trace."""
 
-    def notify(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
-        """The measured median seconds of the last proposals (None for a failed one)."""
+    def notify(self, proposals: Sequence[Proposal], seconds: Sequence[Optional[float]]) -> None:
+        """The measured median seconds of the last proposals, the very objects ``propose``
+        returned (None for a failed one)."""

@@ -60,13 +60,12 @@ def test_program_key_survives_the_text_and_json_forms():
 
 def test_commit_returns_what_records_reads_back(db):
     trace = traces(1)[0]
-    made = db.commit(matmul_relu(), trace, target=TARGET, seconds=[2e-3, 1e-3, 3e-3], build_seconds=0.25,
-                     feature_version="ansor-1")
+    made = db.commit(matmul_relu(), trace, target=TARGET, seconds=[2e-3, 1e-3, 3e-3], build_seconds=0.25)
     (read,) = db.records(matmul_relu())
     assert read == made and read.id == 1
     assert read.trace == trace and read.program == program_key(trace)
     assert read.seconds == (2e-3, 1e-3, 3e-3) and read.median == 2e-3 and read.ok
-    assert read.target == TARGET and read.build_seconds == 0.25 and read.feature_version == "ansor-1"
+    assert read.target == TARGET and read.build_seconds == 0.25
     assert set(read.versions) == {"metasched", "llvmlite"}
     assert db.records(matmul_relu().key) == [read]
 
@@ -190,7 +189,6 @@ def test_a_damaged_confirmation_names_its_id(tmp_path):
     (dict(seconds=1.0), "sequence"),
     (dict(error=""), "non-empty"),
     (dict(seconds=[1.0], build_seconds=-1.0), "build_seconds"),
-    (dict(seconds=[1.0], feature_version=3), "feature_version"),
 ])
 def test_a_malformed_result_is_refused_and_nothing_written(db, result, message):
     with pytest.raises(ValueError, match=message):

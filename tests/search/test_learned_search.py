@@ -14,7 +14,9 @@ from metasched.measure.runner import RunResult
 from metasched.search import (
     EvolutionaryConfig, EvolutionarySearch, GBTModel, RandomModel, SearchContext, evolutionary, pairwise_accuracy,
 )
-from metasched.search.cost_model import MIN_TRAINING_PROGRAMS, CostModel, _log_labels, program_features
+from metasched.search.cost_model import (
+    MIN_TRAINING_PROGRAMS, CostModel, FeatureExtractor, _log_labels, program_features,
+)
 from metasched.search.evolutionary import Round
 from metasched.search.features import FEATURE_NAMES
 from metasched.space import cpu_default
@@ -53,6 +55,27 @@ def fake_seconds(sch) -> float:
     return float(1e-3 * np.exp(0.05 * row @ _WEIGHTS[:len(row)]))
 
 
+class SecondsExtractor(FeatureExtractor):
+    """A row of one number: the program's made-up time (for models that know the answer)."""
+
+    version = "fake-seconds"
+
+    def __call__(self, sch):
+        return np.array([fake_seconds(sch)])
+
+
+@dataclasses.dataclass
+class FamilyExtractor(FeatureExtractor):
+    """A row of two numbers: whether the program is of the ``favourite`` family, and its
+    made-up time."""
+
+    favourite: tuple
+    version = "family"
+
+    def __call__(self, sch):
+        return np.array([float(evolutionary._family(sch.trace) == self.favourite), fake_seconds(sch)])
+
+
 def test_pairwise_accuracy():
     assert pairwise_accuracy([1, 2, 3], [10, 20, 30]) == 1.0
     assert pairwise_accuracy([1, 2, 3], [30, 20, 10]) == 0.0
@@ -63,14 +86,14 @@ def test_pairwise_accuracy():
 def test_the_model_learns_a_ranking_and_keeps_failures_as_negatives(samples):
     train, test = samples[:70], samples[70:]
     model = GBTModel()
-    assert len(model.predict(train[:3])) == 3  # untrained: random scores
+    assert len(model.score(train[:3])) == 3  # untrained: random scores
     seconds = [fake_seconds(s) for s in train]
     seconds[0] = None  # a failed candidate
-    model.update(train, seconds)
+    model.learn(train, seconds)
     assert len(model) == 70 and model.labels()[0] == 0.0 and model.labels().max() == 1.0
     truth = [1 / fake_seconds(s) for s in test]
-    learned = pairwise_accuracy(truth, model.predict(test))
-    chance = pairwise_accuracy(truth, RandomModel(1).predict(test))
+    learned = pairwise_accuracy(truth, model.score(test))
+    chance = pairwise_accuracy(truth, RandomModel(1).score(test))
     assert learned > 0.7 and learned > chance + 0.1
 
 
@@ -81,8 +104,8 @@ def test_the_trees_fit_log_throughput_and_scores_stay_throughputs(samples):
     assert logs[:3] == pytest.approx(np.log([1.0, 0.5, 0.25]))
     assert logs[3] == pytest.approx(np.log(0.25) - 1)
     model = GBTModel()
-    model.update(samples[:70], [fake_seconds(s) for s in samples[:70]])
-    scores = model.predict(samples[70:])
+    model.learn(samples[:70], [fake_seconds(s) for s in samples[:70]])
+    scores = model.score(samples[70:])
     # exp of the fitted logs: positive, at most about the best (1), as parent selection
     # weighs candidates by score.
     assert np.all(scores > 0) and scores.max() < 1.5
@@ -90,17 +113,17 @@ def test_the_trees_fit_log_throughput_and_scores_stay_throughputs(samples):
 
 def test_a_model_scores_at_random_until_it_has_enough_programs(samples):
     model = GBTModel(seed=3)
-    model.update(samples[:MIN_TRAINING_PROGRAMS - 1], [1e-3] * (MIN_TRAINING_PROGRAMS - 1))
-    first = model.predict(samples[:5])
+    model.learn(samples[:MIN_TRAINING_PROGRAMS - 1], [1e-3] * (MIN_TRAINING_PROGRAMS - 1))
+    first = model.score(samples[:5])
     assert np.all((0 <= first) & (first < 1))  # the seeded random fallback
 
 
 def test_save_and_load(tmp_path, samples):
     model = GBTModel("exact")
-    model.update(samples[:30], [fake_seconds(s) for s in samples[:30]])
+    model.learn(samples[:30], [fake_seconds(s) for s in samples[:30]])
     model.save(tmp_path / "model.pkl")
     loaded = CostModel.load(tmp_path / "model.pkl")
-    np.testing.assert_array_equal(loaded.predict(samples[30:]), model.predict(samples[30:]))
+    np.testing.assert_array_equal(loaded.score(samples[30:]), model.score(samples[30:]))
     (tmp_path / "junk.pkl").write_bytes(b"\x80\x04K\x01.")  # a pickled 1
     with pytest.raises(ValueError, match="no metasched cost model"):
         CostModel.load(tmp_path / "junk.pkl")
@@ -126,7 +149,7 @@ def test_a_model_warm_starts_from_another_workloads_records(tmp_path, samples, w
         except ScheduleError:
             pass
     truth = [1 / fake_seconds(s) for s in others]
-    assert pairwise_accuracy(truth, model.predict(others)) > 0.6
+    assert pairwise_accuracy(truth, model.score(others)) > 0.6
 
 
 class FakeRunner:
@@ -186,7 +209,7 @@ def test_a_first_proposal_without_information_is_vectorized_picks_and_fresh_samp
     plain = first_round(GBTModel(), dataclasses.replace(SMALL, first_prior_share=0.0))
     assert (plain.scored, plain.random, plain.generated) == (0, 8, 8)  # fresh samples only
     trained = GBTModel()
-    trained.update(samples[:40], [fake_seconds(s) for s in samples[:40]])
+    trained.learn(samples[:40], [fake_seconds(s) for s in samples[:40]])
     assert trained.informed and not GBTModel().informed and not RandomModel().informed
     guided = first_round(trained)
     assert guided.scored > SMALL.population_size and guided.random < 8
@@ -204,7 +227,7 @@ def test_the_first_picks_are_the_most_vectorized_samples(wl):
         search.start(SearchContext(wl, cpu_default(), np.random.default_rng(3)))
         return search
 
-    picked = [program_features(sch)[lanes] for sch in search_with(config).propose(8)]
+    picked = [float(cand.row[lanes]) for cand in search_with(config).propose(8)]
     # The first draw of a search from the same seed: the population the picks came from.
     population = sorted((float(c.row[lanes]) for c in search_with(config)._sample(32, Round(), set())),
                         reverse=True)
@@ -215,11 +238,13 @@ def test_the_first_picks_are_the_most_vectorized_samples(wl):
 
 def test_a_model_that_knows_the_answer_beats_random_search(wl, fake_builder):
     class Oracle(CostModel):
-        def update(self, candidates, seconds):
+        extractor = SecondsExtractor()  # the row is the made-up time itself
+
+        def update(self, rows, results):
             pass
 
-        def predict(self, candidates):
-            return np.array([1 / fake_seconds(s) for s in candidates])
+        def predict(self, rows):
+            return 1 / rows[:, 0]
 
     guided = tune(wl, trials=16, seed=2, strategy=EvolutionarySearch(SMALL, model=Oracle()),
                   builder=fake_builder, runner=FakeRunner(), batch_size=8)
@@ -319,12 +344,13 @@ def test_a_proposal_holds_at_most_its_share_of_one_family_while_others_are_score
         """Scores the programs of one family far above all others (a model fitted on a few
         times tends that way), and ranks within each by the made-up times."""
 
-        def update(self, candidates, seconds):
+        extractor = FamilyExtractor(favourite)
+
+        def update(self, rows, results):
             pass
 
-        def predict(self, candidates):
-            return np.array([(10.0 if _family(s.trace) == favourite else 1.0) / (1 + fake_seconds(s))
-                             for s in candidates])
+        def predict(self, rows):
+            return np.where(rows[:, 0] > 0, 10.0, 1.0) / (1 + rows[:, 1])
 
     model = FamilyFan()
 
@@ -349,7 +375,7 @@ def test_the_spread_puts_each_familys_best_first_and_leaves_programs_without_one
     from metasched.search.scoring import Candidate
 
     def item(k, trace):
-        return f"p{k}", (1.0 - k / 100, Candidate(f"p{k}", trace, np.zeros(1)))
+        return f"p{k}", (1.0 - k / 100, Candidate(f"p{k}", trace, np.zeros(1), f"program {k}"))
 
     a, b = samples[0].trace, next(s.trace for s in samples if _family(s.trace) != _family(samples[0].trace))
     ranked = [item(0, a), item(1, a), item(2, Trace()), item(3, a), item(4, b), item(5, Trace()), item(6, Trace())]

@@ -137,15 +137,15 @@ def test_gbt_model_of_kind_pairwise_ranks_saves_and_loads(tmp_path):
     model._fit()
     test_rows, test_labels = _ranked(5, n=60)
     test_rows = _program_rows(test_rows)
-    predicted = model.predict_rows(test_rows)
+    predicted = model.predict(test_rows)
     assert pairwise_accuracy(test_labels, predicted) > 0.8
     model.save(tmp_path / "m.pkl")
-    assert np.array_equal(GBTModel.load(tmp_path / "m.pkl").predict_rows(test_rows), predicted)
+    assert np.array_equal(GBTModel.load(tmp_path / "m.pkl").predict(test_rows), predicted)
     again = GBTModel("pairwise")
     for row, s in zip(rows, seconds_list):
         again._add(row, "w", s)
     again._fit()
-    assert np.array_equal(again.predict_rows(test_rows), predicted)  # deterministic
+    assert np.array_equal(again.predict(test_rows), predicted)  # deterministic
 
 
 def test_an_unknown_kind_names_the_kinds():
@@ -163,7 +163,7 @@ def test_the_blend_averages_the_hist_and_pairwise_models_log_predictions():
             model._add(row, "w", s)
         model._fit()
     test_rows = _program_rows(_ranked(7, n=40)[0])
-    logs = {kind: np.log(model.predict_rows(test_rows)) for kind, model in models.items()}
+    logs = {kind: np.log(model.predict(test_rows)) for kind, model in models.items()}
     np.testing.assert_allclose(logs["blend"], (logs["hist"] + logs["pairwise"]) / 2, rtol=1e-12, atol=1e-12)
     assert GBTModel().kind == "blend"
 

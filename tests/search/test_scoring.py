@@ -17,7 +17,7 @@ from metasched.search import EvolutionaryConfig, EvolutionarySearch, SearchConte
 from metasched.search.mutator import default_mutators
 from metasched.search.scoring import InProcess, Scorer, _chunks, _Wire
 from metasched.space import PostOrderApply, cpu_default
-from metasched.tune.tune import WorkerTasks
+from metasched.tune.loop import WorkerTasks
 
 SMALL = EvolutionaryConfig(population_size=24, init_min_unmeasured=8, genetic_num_iters=2)
 

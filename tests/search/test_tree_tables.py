@@ -50,9 +50,9 @@ def test_the_cost_model_predicts_the_same_with_and_without_tables():
     model._fit()
     hist, pairwise = model._regressor.models  # the default, "blend": both kinds of trees
     assert hist._tables is not None and pairwise.trees._tables is not None  # the fast path is the one taken
-    with_tables = model.predict_rows(rows[::-1])
+    with_tables = model.predict(rows[::-1])
     hist._tables = pairwise.trees._tables = None
-    assert np.array_equal(with_tables, model.predict_rows(rows[::-1]))
+    assert np.array_equal(with_tables, model.predict(rows[::-1]))
 
 
 def test_trees_too_large_for_a_table_and_other_regressors_are_declined():
