@@ -11,7 +11,7 @@ every record is built again and timed ``--rounds`` times in turns on the quiet m
 recorded median is compared with the median of those: printed, the run's wall time,
 ``TuneResult.retimed`` and ``lasting_loads``, and each record 1.3 times its time or more,
 marked when it was recorded in the spell. What it checks is ``tune``'s load guard
-(``metasched.tune.tune.LoadGuard``). Run it in two checkouts (``PYTHONPATH=<checkout>``) to
+(``metasched.measure.guard.LoadGuard``). Run it in two checkouts (``PYTHONPATH=<checkout>``) to
 compare them, never two at once. ``--length 40`` makes a load that outlasts the guard's first
 15.5 s of waits (``LoadGuard``'s docstring has what it gave).
 
@@ -34,7 +34,7 @@ import time
 
 from common import environment
 from metasched import Database, tune, workloads
-from metasched.measure import Builder, Runner
+from metasched.measure import LocalBuilder, LocalRunner
 from metasched.tune import host_target
 
 
@@ -53,7 +53,7 @@ def retimed(wl, path: str, rounds: int) -> list[tuple[object, float]]:
     """(record, its recorded median over the median of ``rounds`` timings in turns now)."""
     with Database(path) as db:
         records = [r for r in db.records(wl, host_target()) if r.ok]
-    with Builder() as builder, Runner() as runner:
+    with LocalBuilder() as builder, LocalRunner() as runner:
         built = [(r, b.artifact) for r, b in zip(records, builder.build(wl, [r.trace for r in records])) if b.ok]
         times: dict[int, list[float]] = {r.id: [] for r, _ in built}
         for k in range(rounds):

@@ -8,7 +8,7 @@ run of samples slower than ``--factor`` times the lower quartile of all samples 
 sample inside one does not end it). Printed: the samples' median and lower quartile, the share
 of slow samples, the spells' count and duration quantiles, and each spell longer than a second.
 
-What it is for: ``tune``'s load guard (``metasched.tune.tune.LoadGuard``) waits ``waits``
+What it is for: ``tune``'s load guard (``metasched.measure.guard.LoadGuard``) waits ``waits``
 seconds, then up to ``patience`` in all, for a slow canary before it takes the load as lasting
 and lets the programs timed in it count; spells longer than that wait leave programs recorded
 at their slow times, which the cost model then learns from. On a 2-core znver4 VM (2026-11-29,

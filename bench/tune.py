@@ -58,13 +58,13 @@ from peak import fma_peak
 from metasched.arrays import aligned_empty
 from metasched.codegen import host_vector_bits
 from metasched import Database, assert_outputs_close, build, handwritten, tune, workloads
-from metasched.measure import Builder
+from metasched.measure import LocalBuilder
 from metasched.search import EvolutionarySearch, GBTModel, RandomModel, SearchContext, pairwise_accuracy
 from metasched.search.cost_model import KINDS
 from metasched.search.scoring import InProcess
 from metasched.space import cpu_default
 from metasched.tune import host_target
-from metasched.tune.tune import WorkerTasks
+from metasched.tune.loop import WorkerTasks
 from metasched.workloads.baselines import numpy_baseline
 
 WORKLOADS = ["matmul_relu", "dense_bias_relu", "conv2d_bias_relu", "softmax", "reduce_cols", "batch_matmul"]
@@ -158,7 +158,7 @@ def scoring_rate(wl, model: GBTModel, rounds: int = 3, repeats: int = 3) -> tupl
     conv2d_bias_relu)."""
     rates: dict[str, list[float]] = {"one process": [], "two workers": []}
     alone: list[float] = []
-    with Builder() as builder:
+    with LocalBuilder() as builder:
         builder.start()
         for repeat in range(repeats):
             for k, (label, tasks) in enumerate((("one process", InProcess()),

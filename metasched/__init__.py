@@ -3,7 +3,8 @@
 A workload (``parse``, ``load``, ``workloads.get``) is the starting program; a ``Schedule``
 transforms its loops; ``build`` compiles the result with llvmlite into a ``Kernel`` that runs
 on numpy arrays. ``tune`` searches for a fast schedule, measuring candidates in worker
-processes and keeping every result in a ``Database``.
+processes and keeping every result in a ``Database``; ``tune_tasks`` tunes many workloads
+under one trial budget.
 
 The names below load their modules when first used (PEP 562), so that ``import metasched``
 costs nothing and the command line can load them where Ctrl-C is handled (``__main__``).
@@ -32,7 +33,8 @@ _EXPORTS = {
     "LoopRV": "metasched.schedule", "Schedule": "metasched.schedule", "Trace": "metasched.schedule",
     "replay": "metasched.schedule",
     "diff": "metasched.schedule.trace",
-    "TuneResult": "metasched.tune", "tune": "metasched.tune",
+    "TasksResult": "metasched.tune", "TuneResult": "metasched.tune", "TuneTask": "metasched.tune",
+    "tune": "metasched.tune", "tune_tasks": "metasched.tune",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -79,4 +81,4 @@ if TYPE_CHECKING:  # for type checkers and editors, which do not run __getattr__
     from metasched.lang import Workload, assert_outputs_close, load, parse
     from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace, replay
     from metasched.schedule.trace import diff
-    from metasched.tune import TuneResult, tune
+    from metasched.tune import TasksResult, TuneResult, TuneTask, tune, tune_tasks

@@ -46,7 +46,8 @@ from metasched.lang.reference import DEFAULT_CHUNK_BYTES
 from metasched.schedule import Schedule, Trace, repaired_decisions, replay
 from metasched.search import DEFAULT_STRATEGY, STRATEGIES
 from metasched.timing import format_gflops, format_seconds, median_seconds, paired_times
-from metasched.tune import host_target, tune
+from metasched.tune import SCHEDULERS, TuneTask, host_target, tune, tune_tasks
+from metasched.tune.progress import task_table
 from metasched.workloads import builtin
 from metasched.workloads.baselines import numpy_baseline
 
@@ -389,6 +390,15 @@ def _check_plot_path(args: argparse.Namespace) -> None:
 
 
 def _cmd_tune(args: argparse.Namespace) -> int:
+    targets = [_weighted(target) for target in args.workload]
+    if len(targets) > 1 or targets[0][1] is not None:
+        return _cmd_tune_tasks(args, targets)
+    if args.scheduler is not None or args.trials_per_task is not None:
+        raise _UserError("--scheduler and --trials-per-task share a budget between several targets; "
+                         "tune gets one")
+    args.workload = targets[0][0]
+    if args.trials is None:
+        args.trials = 64
     wl = _workload(args.workload, dict(args.param), args.name)
     _check_fits(wl)
     if args.plot:
@@ -435,6 +445,82 @@ def _cmd_tune(args: argparse.Namespace) -> int:
               f"{format_seconds(result.best_seconds)} when tuned)\n{result.best_trace}\n")
     _check_and_time(result.best_schedule, seed=0)
     return EXIT_OK if plotted else EXIT_USER_ERROR
+
+
+def _weighted(target: str) -> tuple[str, Optional[float]]:
+    """A tune target as ``(target, weight)``: ``NAME:WEIGHT`` or ``FILE.tensor:WEIGHT`` gives a
+    weight (a positive number), a target without one None."""
+    head, sep, tail = target.rpartition(":")
+    if not sep or not head:
+        return target, None
+    try:
+        weight = float(tail)
+    except ValueError:
+        return target, None
+    if not math.isfinite(weight) or weight <= 0:
+        raise _UserError(f"{target}: the weight after ':' must be a positive number, not {tail!r}")
+    return head, weight
+
+
+def _cmd_tune_tasks(args: argparse.Namespace, targets: list[tuple[str, Optional[float]]]) -> int:
+    """``metasched tune A B:3 c.tensor ...``: one budget over all, the task table while it runs,
+    then each task's best against its numpy baseline."""
+    if args.param or args.name:
+        raise _UserError("-p and --name apply to one target; with several, give each as a .tensor file "
+                         "with the parameters it needs")
+    if args.plot:
+        raise _UserError("--plot draws one workload's curve; tune the targets one by one to plot them")
+    if args.warm_start:
+        raise _UserError("--warm-start names the workloads one target's cost model starts from; several "
+                         "targets warm-start from each other's kind (--no-warm-start: from nothing)")
+    tasks, seen = [], {}
+    for target, weight in targets:
+        wl = _workload(target, {})
+        _check_fits(wl)
+        if wl.key in seen:
+            raise _UserError(f"{target} and {seen[wl.key]} are one workload ({wl.label}); give it once with "
+                             f"the sum of their weights")
+        seen[wl.key] = target
+        tasks.append(TuneTask(wl, 1.0 if weight is None else weight))
+    trials = 64 * len(tasks) if args.trials is None else args.trials
+    with Database(args.db) as db:
+        result = tune_tasks(tasks, trials=trials, database=db, seed=args.seed, strategy=args.strategy,
+                            scheduler=args.scheduler or "gradient", trials_per_task=args.trials_per_task,
+                            progress=True, warm_start=not args.no_warm_start)
+        print(f"{len(tasks)} tasks: {result.trials} new trials, {sum(t.earlier_trials for t in result.tasks)} "
+              f"earlier ones in {args.db}, {result.wall_seconds:.1f} s")
+        for line in task_table(result):
+            print(line)
+        for task in result.tasks:
+            for reason in task.unconfirmed:
+                print(f"{task.workload.label}: not confirmed: {reason}")
+        schedules = [(task, task.best_schedule) for task in result.tasks]
+    print("\n# each task's best, checked and timed against its numpy version as called")
+    missing = 0
+    for task, sch in schedules:
+        if sch is None:
+            print(f"{task.workload.label}: no trial ran correctly")
+            missing += 1
+            continue
+        print(f"{task.workload.label}: {_speed_line(sch)}")
+    return EXIT_MISMATCH if missing else EXIT_OK
+
+
+def _speed_line(sch: Schedule) -> str:
+    """Build ``sch``, check it against the reference, and time it against numpy in turns: one
+    line."""
+    wl = sch.workload
+    kernel = build(sch)
+    inputs = wl.random_inputs(seed=0)
+    assert_outputs_close(wl, kernel(*inputs, poison=True), wl.reference(*inputs))
+    baseline = numpy_baseline(wl)
+    if baseline is None:
+        called = median_seconds(lambda: kernel(*inputs), repeat=5, min_repeat_seconds=0.02)
+        return f"{format_seconds(called)} ({format_gflops(wl.flops, called)}); no numpy baseline"
+    ours, theirs, ratio = paired_times(lambda: kernel(*inputs), lambda: baseline(*inputs),
+                                       rounds=5, repeat=3, min_repeat_seconds=0.02, settle_seconds=0.2)
+    return (f"{format_seconds(ours)} ({format_gflops(wl.flops, ours)}), numpy {format_seconds(theirs)}: "
+            f"{ratio:.2f}x numpy")
 
 
 def _plot(result, path: str) -> bool:
@@ -518,9 +604,14 @@ def _cmd_history(args: argparse.Namespace) -> int:
 # ---- the parser and main ----------------------------------------------------------------------
 
 def _extra_tune(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--trials", type=_count, default=64,
-                     help="the trial budget of this workload on this CPU, counting the trials the "
-                          "database already holds (default 64)")
+    cmd.add_argument("--trials", type=_count, default=None,
+                     help="the trial budget on this CPU, over all targets, counting the trials the "
+                          "database already holds (default 64 per target)")
+    cmd.add_argument("--scheduler", choices=sorted(SCHEDULERS), default=None,
+                     help="with several targets, how the budget is shared: gradient (default: where the "
+                          "weighted latency drops most) or round-robin")
+    cmd.add_argument("--trials-per-task", type=_count, default=None, metavar="N",
+                     help="with several targets, the most trials of any one")
     _db_option(cmd, "the tuning database (created when missing; a rerun goes on where it stopped)")
     cmd.add_argument("--plot", metavar="FILE", type=_path,
                      help="save the curve of best GFLOP/s by trial (PNG, SVG or PDF)")
@@ -596,7 +687,11 @@ def _parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=helptext, description=helptext, **common)
         if name == "replay":
             extra(cmd)  # TRACE_FILE comes before TARGET
-        if default is None:
+        if name == "tune":
+            cmd.add_argument("workload", metavar="TARGET", nargs="+",
+                             help="a built-in workload's name or a .tensor file; several share one budget, "
+                                  "each weighted by NAME:WEIGHT (how often a network runs it; default 1)")
+        elif default is None:
             cmd.add_argument("workload", metavar="TARGET", help="a built-in workload's name or a .tensor file")
         else:
             cmd.add_argument("workload", metavar="TARGET", nargs="?", default=default,

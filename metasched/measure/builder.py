@@ -4,6 +4,7 @@ worker crashes or it overruns the limit) is a failed result with the reason, nev
 exception."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -43,7 +44,31 @@ def build_trace(workload: Workload, trace_json: dict, options: CodegenOptions,
     return compile_artifact(func, options)
 
 
-class Builder:
+class Builder(ABC):
+    """Builds batches of traces into artifacts for the target of its ``options``. A builder
+    of your own (a cluster's, say) is a subclass with ``build``; ``start`` and ``close``
+    bracket a tuning run's use of it."""
+
+    options: CodegenOptions
+
+    @abstractmethod
+    def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
+        """Build each trace; results in the order of ``traces``, a failure as its reason."""
+
+    def start(self) -> None:
+        """Ready the builder now rather than at the first build."""
+
+    def close(self) -> None:
+        """Release what the builder holds."""
+
+    def __enter__(self) -> Builder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LocalBuilder(Builder):
     """Compiles candidates in ``workers`` spawned processes (default: one per core), each build
     limited to ``timeout`` seconds. Use as a context manager, or ``close()`` it."""
 
@@ -74,9 +99,3 @@ class Builder:
 
     def close(self) -> None:
         self._pool.close()
-
-    def __enter__(self) -> Builder:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -9,6 +9,7 @@ answer is a failed result with the reason; the worker is replaced and the next o
 from __future__ import annotations
 
 import statistics
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -104,7 +105,31 @@ def run_artifact(workload: Workload, artifact: Artifact, config: TimingConfig, s
                                 min_repeat_seconds=config.min_repeat_seconds, warm_seconds=once))
 
 
-class Runner:
+class Runner(ABC):
+    """Checks and times batches of artifacts, one at a time. A runner of your own (a
+    cluster's, say) is a subclass with ``run``; ``start`` and ``close`` bracket a tuning
+    run's use of it."""
+
+    @abstractmethod
+    def run(self, workload: Workload, artifacts: Sequence[Artifact],
+            best: Optional[float] = None) -> list[RunResult]:
+        """Check and time each artifact; results in their order, a failure as its reason.
+        ``best``, the best median seconds known, lets a clear loser be timed once."""
+
+    def start(self) -> None:
+        """Ready the runner now rather than at the first run."""
+
+    def close(self) -> None:
+        """Release what the runner holds."""
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LocalRunner(Runner):
     """Times kernels one at a time in one spawned worker process (a measurement runs alone:
     DESIGN.md, "Measuring"), each limited to ``timeout`` seconds including its check."""
 
@@ -134,9 +159,3 @@ class Runner:
 
     def close(self) -> None:
         self._pool.close()
-
-    def __enter__(self) -> Runner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

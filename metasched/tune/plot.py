@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import Union
 
-from metasched.tune.tune import TuneResult
+from metasched.tune.result import TuneResult
 
 
 def plot_curve(result: TuneResult, path: Union[str, os.PathLike]) -> None:

@@ -1,8 +1,9 @@
-"""The progress bar of a tuning run (tqdm, on stderr): trials done, the best speed in GFLOP/s
-and against numpy, the failed trials."""
+"""The progress of a tuning run, on stderr: for one task a bar (tqdm: trials done, the best
+speed in GFLOP/s and against numpy, the failed trials); for many, the task table."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+import sys
+from typing import TYPE_CHECKING, Optional, TextIO
 
 from tqdm import tqdm
 
@@ -11,7 +12,7 @@ from metasched.timing import format_gflops, median_seconds
 from metasched.workloads.baselines import numpy_baseline
 
 if TYPE_CHECKING:
-    from metasched.tune.tune import Trial, TuneResult
+    from metasched.tune.result import TasksResult, Trial, TuneResult
 
 
 # The bar compares the best kernel's time (its machine code alone, as the runner times it) with
@@ -69,3 +70,49 @@ class ProgressBar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+class TaskTable:
+    """The task table of a run of many tasks, in the style of TVM's task scheduler: per task its
+    weight, GFLOP, trials, best time, speed and weighted time, and the total weighted latency;
+    drawn again after every round (in place on a terminal), on stderr."""
+
+    def __init__(self, stream: Optional[TextIO] = None) -> None:
+        self.stream = stream or sys.stderr
+        self._drawn = 0  # lines of the last table, to draw over on a terminal
+
+    def __call__(self, result: TasksResult) -> None:
+        lines = task_table(result)
+        if self._drawn and self.stream.isatty():
+            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")
+        self.stream.write("\n".join(lines) + "\n")
+        self.stream.flush()
+        self._drawn = len(lines)
+
+    def note(self, text: str) -> None:
+        """A line printed below the table; the next table is drawn after it."""
+        self.stream.write(text + "\n")
+        self._drawn = 0
+
+
+def task_table(result: TasksResult) -> list[str]:
+    """The lines of ``TaskTable``'s table for ``result``."""
+    head = ("ID", "task", "weight", "GFLOP", "trials", "best ms", "GFLOP/s", "weighted ms")
+    rows = []
+    for i, (task, weight) in enumerate(zip(result.tasks, result.weights)):
+        best = task.best_seconds
+        trials = task.earlier_trials + len(task.history)
+        rows.append((str(i), task.workload.name, f"{weight:g}", f"{task.workload.flops / 1e9:.4g}", str(trials),
+                     "-" if best is None else f"{best * 1e3:.4g}",
+                     "-" if best is None else f"{task.workload.flops / best / 1e9:.1f}",
+                     "-" if best is None else f"{weight * best * 1e3:.4g}"))
+    widths = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(head)]
+
+    def line(cells):
+        return " | ".join(cell.ljust(w) if c == 1 else cell.rjust(w) for c, (cell, w) in enumerate(zip(cells, widths)))
+
+    total = result.weighted_seconds
+    rule = "-" * len(line(head))
+    return [rule, line(head), rule, *map(line, rows), rule,
+            f"total weighted latency: {'-' if total is None else f'{total * 1e3:.4g} ms'}, "
+            f"{sum(len(t.history) for t in result.tasks)} trials this run"]

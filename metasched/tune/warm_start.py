@@ -17,13 +17,13 @@ fewer would take the place of the first proposal's pick of the most vectorized s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Collection, Optional, Sequence, Union
 
 from metasched.database import Database, Target
 from metasched.errors import DatabaseError, WarmStartError
 from metasched.lang.workload import Workload
-from metasched.search import GBTModel
-from metasched.search.cost_model import MIN_TRAINING_PROGRAMS
+from metasched.search import CostModel, GBTModel
+from metasched.search.cost_model import MIN_TRAINING_PROGRAMS, learn_records
 
 # The most records of one workload a warm start trains on, spread over its runs (as many
 # as were measured); replaying and featurising them takes about a second.
@@ -56,14 +56,14 @@ class WarmStart:
         return text
 
 
-def same_kind(db: Database, workload: Workload, target: Target) -> Optional[Workload]:
+def same_kind(db: Database, workload: Workload, target: Target, exclude: Collection[str] = ()) -> Optional[Workload]:
     """The workload other than ``workload`` of its kind (``Workload.kind``) with the most
     records measured on ``target`` in ``db``, at least ``WARM_MIN_RECORDS`` (the first stored
     of those with as many); None when there is none. A stored workload that cannot be rebuilt
-    from its source is passed over."""
+    from its source is passed over, and so are those whose keys are in ``exclude``."""
     best, most = None, WARM_MIN_RECORDS - 1
     for summary in db.workloads():
-        if summary.key == workload.key or summary.records <= most:
+        if summary.key == workload.key or summary.key in exclude or summary.records <= most:
             continue
         try:
             other = db.workload(summary.key)
@@ -76,29 +76,33 @@ def same_kind(db: Database, workload: Workload, target: Target) -> Optional[Work
     return best
 
 
-def warm_start(db: Database, workload: Workload, target: Target,
-               wanted: Union[bool, Sequence[Workload]]) -> tuple[Optional[GBTModel], Optional[WarmStart]]:
+def warm_start(db: Database, workload: Workload, target: Target, wanted: Union[bool, Sequence[Workload]],
+               model: Optional[CostModel] = None,
+               exclude: Collection[str] = ()) -> tuple[Optional[CostModel], Optional[WarmStart]]:
     """The cost model a run of ``workload`` starts with, and what it was trained on: for
-    ``wanted`` True, the records of ``same_kind`` (none: no model); for a list of
-    workloads, theirs (``WarmStartError`` when ``checked`` refuses the list or when they have
-    no records on ``target``); for False, no model."""
+    ``wanted`` True, the records of ``same_kind`` (none: no model; ``exclude``: keys of
+    workloads not to take, the other tasks of the run, whose records the model learns
+    anyway); for a list of workloads, theirs (``WarmStartError`` when ``checked`` refuses the
+    list or when they have no records on ``target``); for False, no model. ``model`` is the
+    model to train (default: a new ``GBTModel``)."""
     if wanted is False:
         return None, None
     chosen = wanted is True
     if chosen:
-        other = same_kind(db, workload, target)
+        other = same_kind(db, workload, target, exclude)
         others: tuple[Workload, ...] = () if other is None else (other,)
     else:
         others = checked(wanted, workload)
     if not others:
         return None, None
-    model = GBTModel.from_database(db, others, target, most=WARM_RECORDS)
-    if not len(model):
+    model = model if model is not None else GBTModel()
+    learned = learn_records(model, db, others, target, most=WARM_RECORDS)
+    if not learned:
         if chosen:  # none of its records replays any more
             return None, None
-        raise WarmStartError(f"warm start: {db.path} holds no records of "
+        raise WarmStartError(f"warm start: {getattr(db, 'path', 'the database')} holds no records of "
                              f"{', '.join(wl.label for wl in others)} measured on this CPU")
-    return model, WarmStart(others, len(model), model.informed, chosen)
+    return model, WarmStart(others, learned, model.informed, chosen)
 
 
 def checked(wanted: Union[bool, Sequence[Workload]], workload: Workload) -> tuple[Workload, ...]:

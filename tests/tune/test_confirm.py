@@ -11,7 +11,7 @@ from metasched.measure import RunResult
 from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
 from metasched.tune import host_target
-from metasched.tune.tune import CONFIRM_ROUNDS
+from metasched.measure.confirm import CONFIRM_ROUNDS
 
 
 @pytest.fixture(scope="module")

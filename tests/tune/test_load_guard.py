@@ -10,7 +10,7 @@ import pytest
 from metasched import Database, tune, workloads
 from metasched.database import program_key
 from metasched.measure import RunResult
-from metasched.tune.tune import LoadGuard
+from metasched.measure.guard import LoadGuard
 
 tune_module = importlib.import_module("metasched.tune.tune")  # the package's ``tune`` is the function
 

@@ -15,7 +15,7 @@ import pytest
 import metasched
 from metasched import Database, replay, tune, workloads
 from metasched.database import Target, program_key
-from metasched.measure import Builder, Runner
+from metasched.measure import LocalBuilder, LocalRunner
 from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
 from metasched.tune import host_target
@@ -41,8 +41,8 @@ def proposals(wl, seed, count):
 def test_each_fault_costs_one_trial_and_the_run_finds_the_right_best(wl):
     keys = proposals(wl, seed=3, count=8)
     faults = {keys[1]: "segfault", keys[2]: "hang", keys[4]: "slow_compile", keys[5]: "wrong"}
-    builder = Builder(timeout=4.0, hook=functools.partial(build_hook, faults=faults))
-    runner = Runner(timeout=4.0, hook=run_hook)
+    builder = LocalBuilder(timeout=4.0, hook=functools.partial(build_hook, faults=faults))
+    runner = LocalRunner(timeout=4.0, hook=run_hook)
     with builder, runner:
         result = tune(wl, trials=8, seed=3, strategy="replay", builder=builder, runner=runner)
     assert [program_key(t.trace) for t in result.history] == keys
