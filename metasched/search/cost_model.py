@@ -62,11 +62,10 @@ def program_features(sch: Schedule) -> np.ndarray:
     most float operations; the first such), their maximum over all stores, and log2(1 + number
     of stores).
 
-    The main store's own row replaced the mean over stores: a mean (or a maximum) mixes the
-    columns of different stores (the accumulator's initialisation, the reduction, the
-    epilogue) into a row that describes no loop nest, while the reduction's nest decides the
-    run time. Pairwise accuracy, 5-fold over the 256 records of a tuning run, mean of 2 runs:
-    0.806 to 0.820 on matmul_relu, 0.804 to 0.815 on conv2d_bias_relu."""
+    The main store's own row, not a mean over stores: a mean (or a maximum) mixes the columns
+    of different stores (the accumulator's initialisation, the reduction, the epilogue) into
+    a row that describes no loop nest, while the reduction's nest decides the run time
+    (bench/README.md, Design history)."""
     per_store = per_store_features(sch.lower())
     stores, width = per_store.shape
     if stores == 0:
@@ -254,17 +253,9 @@ class GBTModel(CostModel):
     def weights(self) -> Optional[np.ndarray]:
         """Each program's weight in the fit: one over its workload's count of programs (scaled
         to a mean of 1), so that every workload counts as much as any other, however many
-        records it has; None (all alike) when the model knows one workload.
-
-        A model warm-started on 256 records of another workload (``bench/search_variants.py W
-        default warm_start=DB``, 8 paired seeds, znver4, 2 cores; warm / cold best time),
-        without weights, then with: conv2d_bias_relu from conv2d_bias_relu at another size
-        (128 channels, 28 x 28) at 64 trials 0.981 (won 4) then 0.940 (won 6, slowest seed
-        1.01 against 1.11); dense_bias_relu from matmul_relu at 32 trials 0.901 (won 6, slowest
-        1.10) then 0.933 (won 7, slowest 1.02), at 64 trials 0.961 (won 7) then 0.969 (won 5);
-        conv2d_bias_relu from matmul_relu at 64 trials 1.021 (won 3) then 1.017 (won 2): a
-        workload of another kind does not help either way. Unweighted, the 16 records of a
-        run's first proposal were 6% of the fit."""
+        records it has; None (all alike) when the model knows one workload. Unweighted, the
+        16 records of a run's first proposal were 6% of a fit warm-started on 256
+        (bench/README.md, Design history)."""
         counts = Counter(self._groups)
         if len(counts) < 2:
             return None
@@ -289,24 +280,9 @@ class GBTModel(CostModel):
             return PairwiseBoosting(random_state=self.seed)
         if kind == "hist":
             from sklearn.ensemble import HistGradientBoostingRegressor
-            # Small trees, many rounds: 150 rounds of 7 leaves at rate 0.1. With log labels, they
-            # ranked better than 60 rounds of 15 leaves at 0.2 on each of four sets of records
-            # (see ``_log_labels``), at 0.3 s a fit of 256 records against 0.24 s; the model is
-            # refitted after every batch. Tried on the six sets of 256 records of two bench runs
-            # (matmul_relu and conv2d_bias_relu, 3 seeds each, AVX-512 Xeon), not taken:
-            # * a sweep of rounds (100-300), rate (0.05-0.15), leaves (5-11) and leaf size (2-8)
-            #   ranked no better than these;
-            # * the mean of these trees' log predictions and those of 50 extra trees
-            #   (``ExtraTreesRegressor``, leaves of 2) ranked better (means of 0.852, 0.866,
-            #   0.863, 0.847 to 0.854, 0.870, 0.866, 0.857; higher on 9 of 12 sets) but searched
-            #   worse: new / old best time over 12 paired seeds of 64 trials, 1.044 on
-            #   matmul_relu (won 5) and 1.096 on conv2d_bias_relu (won 5).
-            # * ``kind="exact"`` ranked a little better on znver4's bench records (0.850 against
-            #   0.843 on matmul_relu and 0.871 against 0.866 on conv2d_bias_relu in one run, 0.849
-            #   against 0.847 and 0.868 against 0.866 in another) but searched no better: new /
-            #   old best time over 8 paired seeds of 64 trials
-            #   (``bench/search_variants.py W default model=exact``), matmul_relu 0.991 (won 6),
-            #   conv2d_bias_relu 1.056 (won 2).
+            # Small trees, many rounds (150 of 7 leaves at rate 0.1): with log labels they rank
+            # better than fewer, larger trees, and stay cheap enough to refit after every batch
+            # (bench/README.md, Design history).
             return HistGradientBoostingRegressor(max_iter=150, learning_rate=0.1, max_leaf_nodes=7,
                                                  min_samples_leaf=4, random_state=self.seed)
         if kind != "exact":
@@ -358,38 +334,10 @@ class _Blend:
     """The mean of fitted models' predictions (log throughputs): ``GBTModel``'s ``"blend"``,
     regression trees' and ranking trees' (``PairwiseBoosting``) estimates averaged.
 
-    Pairwise accuracy, 5-fold over 256 records (a bench run's evolutionary and random records
-    of one seed, three seeds; znver4, 2 cores), ``hist`` / ``pairwise`` / this:
-
-    ================  =====================  =====================  =====================
-    workload          hist                   pairwise               blend
-    ================  =====================  =====================  =====================
-    matmul_relu       0.844, 0.820, 0.830    0.852, 0.826, 0.831    0.856, 0.828, 0.835
-    conv2d_bias_relu  0.860, 0.858, 0.837    0.868, 0.872, 0.854    0.871, 0.864, 0.848
-    ================  =====================  =====================  =====================
-
-    The ranking trees alone rank a run's programs better once there are hundreds of them, but
-    worse fitted on its first few dozen, where the search leans on its model most
-    (``bench/model_choice.py`` over those three runs' evolutionary records, each fitted on
-    16, 32 and 48 records; pairwise accuracy among the others' programs, hist / pairwise /
-    blend: conv2d_bias_relu 0.639 / 0.567 / 0.622, matmul_relu 0.654 / 0.649 / 0.660; the
-    fastest of 16 picks over the fastest program 0.899 / 0.895 / 0.900 and 0.976 / 0.967 /
-    0.978; their mean 0.680 / 0.653 / 0.678 and 0.789 / 0.802 / 0.816). The mean keeps the
-    regression's early picks and the ranking's later order.
-
-    Search, new / old best time over paired seeds of 64 trials
-    (``bench/search_variants.py W model=hist model=KIND``): blend against hist over seeds
-    0-15, conv2d_bias_relu 1.030 (won 7 of 16; 1.027 on seeds 0-7, 1.033 on 8-15) and
-    matmul_relu 0.981 (won 10; 0.959 and 1.003); at 128 trials, seeds 0-7, 0.998 (won 5) and
-    0.986 (won 6); pairwise against hist at 64 trials, seeds 0-7, 1.078 (won 1) and 1.038
-    (won 3). On a bench run's records made after this was chosen (3 seeds),
-    blend / hist / pairwise ranked 0.862 / 0.854 / 0.854 on matmul_relu and 0.867 / 0.855 /
-    0.866 on conv2d_bias_relu: blend above hist on all 12 sets of the two runs.
-
-    For scale, the same settings (hist) run twice on seeds 0-7, an hour apart, differed by a
-    geometric mean of 1.077 on conv2d_bias_relu (per seed 0.89 to 1.32) and 1.039 on
-    matmul_relu (0.97 to 1.23): eight seeds tell apart only effects beyond about a tenth, and
-    sixteen (per-seed spread of the logs 0.10 and 0.06) about 5% and 3%."""
+    Ranking trees alone order a run's programs better once there are hundreds of them, but
+    worse fitted on its first few dozen, where the search leans on its model most: the mean
+    keeps the regression's early picks and the ranking's later order (bench/README.md,
+    Design history)."""
 
     def __init__(self, models: list) -> None:
         self.models = models
@@ -404,42 +352,11 @@ class _LanesThenTrees:
     then ``trees`` fitted to what the line leaves; a prediction is the sum.
 
     The search asks most of its model while the model knows least: fitted on a run's first
-    16 to 48 programs, it picks which of hundreds of candidates to measure. There, the trees
-    alone did worse than that one column. ``bench/model_choice.py`` on 16 runs of 64 trials
-    per workload (AVX-512 Xeon): each run's first 16, 32 and 48 records fit a model that
-    ranks the other runs' programs and picks 16; means of best pick / best program, mean
-    pick / best program and pairwise accuracy:
-
-    ============================  ==================  ==================
-    model                         conv2d_bias_relu    matmul_relu
-    ============================  ==================  ==================
-    trees alone (the model        0.79, 0.51, 0.64    0.82, 0.57, 0.64
-    before)
-    the lanes column alone        0.97, 0.63, 0.77    0.85, 0.63, 0.70
-    this line, then the trees     0.87, 0.61, 0.73    0.82, 0.60, 0.68
-    ============================  ==================  ==================
-
-    Trees fitted to a dozen points split on whatever separates them, among 179 columns, and
-    shrink toward the mean; given the lanes column alone they did worse still, their few
-    steps tying programs the column orders. The line carries the trend both workloads show
-    (wider vectors, faster) across the whole range from the first fit, and the trees
-    correct it as records arrive: on sets of 256 records (four runs)
-    the two models rank alike (5-fold: 0.868 and 0.868 on conv2d_bias_relu, 0.835 and 0.834
-    on matmul_relu). A line in two columns (lanes with the innermost extent, the inner
-    intensity or the rolled body) did no better, nor did other tree settings for small data.
-
-    In search, new / old best time over paired seeds of 64 trials (``tune`` in fresh
-    databases, the old model then this one per seed): conv2d_bias_relu 0.79 (24 seeds, won
-    21; the old model's runs ended between 0.83 and 1.97 ms, this one's between 0.73 and
-    1.14), dense_bias_relu 0.93 (16, won 8), matmul_relu 1.01 (24, won 9), reduce_cols 1.01
-    (16, won 8), softmax 1.01 (16, won 6). The median tuning wall rose from 13.9 to 16.4 s on
-    matmul_relu and from 16.6 to 18.5 s on dense_bias_relu (within 0.6 s elsewhere): on
-    matmul_relu, seeds 0-2, building took 6.3 to 16.4 s of a run against 2.7 to 7.0 s. The
-    compile time of random matmul_relu samples grows with their unrolled iterations (median
-    0.06-0.1 s up to 32, 0.27 s at 256, 0.5 s at 512) and hardly with their lanes (0.08 to
-    0.11 s), so its picks likely unroll more; not checked program by program. A
-    falling slope is held at 0: it would say narrower vectors run faster, which other columns
-    decide, and the trees see them."""
+    16 to 48 programs, it picks which of hundreds of candidates to measure, and trees fitted
+    to a dozen points split on whatever separates them. The line carries the trend (wider
+    vectors, faster) from the first fit, and the trees correct it as records arrive. A
+    falling slope is held at 0: it would say narrower vectors run faster, which other
+    columns decide, and the trees see them (bench/README.md, Design history)."""
 
     def __init__(self, trees) -> None:
         self.trees = trees
@@ -492,12 +409,11 @@ def _hist_regressor() -> type:
 def _varying_columns(rows: np.ndarray) -> np.ndarray:
     """The columns whose values differ among ``rows`` (or hold a NaN), at least one: all the
     columns a ``HistGradientBoostingRegressor`` fitted on ``rows`` can split on. A
-    workload's programs leave a third to a half of the 179 columns constant (128 records of
-    each built-in workload the bench tunes: 60 to 101), and the trees' histograms cost as
-    much for those as for any other. Fitted on the others alone, the trees are the same (it
-    draws no columns at random, and the split it takes is the first best in column order,
-    which dropping columns that never split keeps), in 0.11 s instead of 0.19 s on 64
-    matmul_relu records; a 64-trial run's four fits took 0.55 s instead of 0.83 s."""
+    workload's programs leave a third to a half of the columns constant, and the trees'
+    histograms cost as much for those as for any other. Fitted on the others alone, the
+    trees are the same (it draws no columns at random, and the split it takes is the first
+    best in column order, which dropping columns that never split keeps), in less time
+    (bench/README.md, Design history)."""
     varying = (rows != rows[0]).any(axis=0) | np.isnan(rows).any(axis=0)
     return np.flatnonzero(varying) if varying.any() else np.arange(1)
 
@@ -509,21 +425,8 @@ def _log_labels(labels: np.ndarray) -> np.ndarray:
     back with ``exp``: scores stay predicted throughputs, which parent selection weighs by.
 
     Throughput itself crowded every slow program near 0, where the squared error cannot tell
-    them apart, and half the pairs a ranking counts are among them. Pairwise accuracy,
-    5-fold over 256 records, mean of 3 tuning runs, feature version 3, throughput and the
-    former trees (60 rounds of 15 leaves at 0.2) against this and ``GBTModel._make``'s: 0.824
-    to 0.843 on matmul_relu and 0.835 to 0.852 on conv2d_bias_relu (the records of a
-    ``bench/tune.py`` run); 0.814 to 0.820 and 0.850 to 0.853 on an earlier run's records.
-    Either change alone gained less, and not on every set.
-
-    Tried, not taken: the fit weighing each program by 0.05 plus the square of its
-    normalised throughput (the fastest 21 times a failure), so that the order among fast
-    programs counts most. It ranked better: 5-fold pairwise accuracy, all pairs and (in
-    brackets) pairs within the fastest quarter, matmul_relu 0.862 (0.674) to 0.863 (0.685)
-    and conv2d_bias_relu 0.854 (0.662) to 0.862 (0.712) on a bench run's records (3 seeds of
-    256); 0.869 (0.660) to 0.875 (0.678) and 0.881 (0.726) to 0.888 (0.744) on 12 sets of four
-    64-trial runs. But it searched worse: new / old best time over paired seeds of 64 trials,
-    matmul_relu 0.993 (won 7 of 12), conv2d_bias_relu 1.104 (won 2 of 10)."""
+    them apart, and half the pairs a ranking counts are among them (bench/README.md, Design
+    history)."""
     ran = labels > 0
     logs = np.log(labels, where=ran, out=np.zeros_like(labels, dtype=float))
     return np.where(ran, logs, logs[ran].min() - 1.0)
