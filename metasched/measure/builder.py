@@ -11,6 +11,7 @@ from typing import Callable, Optional, Sequence
 from metasched.codegen import Artifact, CodegenOptions, available_cores, compile_artifact
 from metasched.ir.stmt import PrimFunc
 from metasched.lang.workload import Workload
+from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Trace, replay
 
@@ -44,7 +45,7 @@ def build_trace(workload: Workload, trace_json: dict, options: CodegenOptions,
     return compile_artifact(func, options)
 
 
-class Builder(ABC):
+class Builder(Service, ABC):
     """Builds batches of traces into artifacts for the target of its ``options``. A builder
     of your own (a cluster's, say) is a subclass with ``build``; ``start`` and ``close``
     bracket a tuning run's use of it."""
@@ -54,18 +55,6 @@ class Builder(ABC):
     @abstractmethod
     def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
         """Build each trace; results in the order of ``traces``, a failure as its reason."""
-
-    def start(self) -> None:
-        """Ready the builder now rather than at the first build."""
-
-    def close(self) -> None:
-        """Release what the builder holds."""
-
-    def __enter__(self) -> Builder:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class LocalBuilder(Builder):

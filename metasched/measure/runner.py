@@ -20,6 +20,7 @@ from metasched.codegen import Artifact, load_kernel
 from metasched.errors import MismatchError
 from metasched.lang import assert_outputs_close
 from metasched.lang.workload import Workload
+from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
 
 # A test-only hook, run in the worker after loading a kernel and before running it: it may
@@ -105,7 +106,7 @@ def run_artifact(workload: Workload, artifact: Artifact, config: TimingConfig, s
                                 min_repeat_seconds=config.min_repeat_seconds, warm_seconds=once))
 
 
-class Runner(ABC):
+class Runner(Service, ABC):
     """Checks and times batches of artifacts, one at a time. A runner of your own (a
     cluster's, say) is a subclass with ``run``; ``start`` and ``close`` bracket a tuning
     run's use of it."""
@@ -115,18 +116,6 @@ class Runner(ABC):
             best: Optional[float] = None) -> list[RunResult]:
         """Check and time each artifact; results in their order, a failure as its reason.
         ``best``, the best median seconds known, lets a clear loser be timed once."""
-
-    def start(self) -> None:
-        """Ready the runner now rather than at the first run."""
-
-    def close(self) -> None:
-        """Release what the runner holds."""
-
-    def __enter__(self) -> Runner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 class LocalRunner(Runner):

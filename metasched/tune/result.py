@@ -83,9 +83,7 @@ class TuneResult:
     @property
     def overhead_share(self) -> float:
         """The share of the wall time spent outside building and measuring."""
-        if self.wall_seconds <= 0:
-            return 0.0
-        return max(0.0, 1 - (self.build_seconds + self.run_seconds) / self.wall_seconds)
+        return outside_share(self.wall_seconds, self.build_seconds + self.run_seconds)
 
 
 
@@ -128,9 +126,7 @@ class TasksResult:
     @property
     def overhead_share(self) -> float:
         """The share of the wall time spent outside building and measuring."""
-        if self.wall_seconds <= 0:
-            return 0.0
-        return max(0.0, 1 - (self.build_seconds + self.run_seconds) / self.wall_seconds)
+        return outside_share(self.wall_seconds, self.build_seconds + self.run_seconds)
 
 
 def weighted_seconds(weights: list[float], seconds: list[Optional[float]]) -> Optional[float]:
@@ -138,3 +134,8 @@ def weighted_seconds(weights: list[float], seconds: list[Optional[float]]) -> Op
     if any(s is None for s in seconds):
         return None
     return sum(w * s for w, s in zip(weights, seconds))
+
+
+def outside_share(wall_seconds: float, inside_seconds: float) -> float:
+    """The share of ``wall_seconds`` not spent in ``inside_seconds`` (building and measuring)."""
+    return 0.0 if wall_seconds <= 0 else max(0.0, 1 - inside_seconds / wall_seconds)
