@@ -261,6 +261,7 @@ class _Run:
                 index = scheduler.next_task(states)
                 if index is None:
                     break
+                _check_pick(scheduler, index, states)
                 state, loop = states[index], loops[index]
                 count = min(loop.batch_size, left, left if cap is None else cap - state.trials)
                 proposed = loop.round(count)
@@ -311,6 +312,18 @@ class _Run:
             model = next((m for m in (warmed, made) if m is not None), None)
             self.models[kind] = (GBTModel() if model is None else model, warm)
         return self.models[kind]
+
+
+def _check_pick(scheduler: TaskScheduler, index: object, states: list[TaskState]) -> None:
+    """A scheduler's pick must be the index of an unfinished task: a ``ValueError`` naming the
+    scheduler otherwise (a scheduler of one's own may get it wrong)."""
+    name = type(scheduler).__name__
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < len(states):
+        raise ValueError(f"{name}.next_task returned {index!r}: the index of a task (0 to {len(states) - 1}) "
+                         f"or None to end the run")
+    if states[index].finished:
+        raise ValueError(f"{name}.next_task picked task {index} ({states[index].workload.label}), which is "
+                         f"finished ({states[index].why}); pick an unfinished one or None")
 
 
 def _history(db, workload: Workload, target, batch_size: int) -> list[Optional[float]]:

@@ -262,3 +262,22 @@ def test_the_task_table_names_every_task():
     assert any("matmul_relu" in line for line in lines) and any("softmax" in line for line in lines)
     assert lines[-1].startswith(f"total weighted latency: {result.weighted_seconds * 1e3:.4g} ms")
 
+
+
+class Stubborn(TaskScheduler):
+    """Always picks the same index, finished or not."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def next_task(self, tasks):
+        return self.index
+
+
+@pytest.mark.parametrize("index, says", [(7, "returned 7: the index of a task"), ("0", "returned '0'"),
+                                         (0, "picked task 0 (tiny(N=8)), which is finished (exhausted)")])
+def test_a_scheduler_that_picks_no_task_or_a_finished_one_is_named(tiny_add, index, says):
+    with pytest.raises(ValueError) as raised:
+        tune_tasks([tiny_add, SOFTMAX], trials=64, builder=HashBuilder(), runner=HashRunner(), strategy="replay",
+                   scheduler=Stubborn(index), batch_size=8)
+    assert str(raised.value).startswith("Stubborn.next_task") and says in str(raised.value)
