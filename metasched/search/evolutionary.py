@@ -22,6 +22,7 @@ split. A mutant already made in this run (the same parent and change) is not mad
 """
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections import Counter, OrderedDict
@@ -80,6 +81,18 @@ def _saturated(wanted: int) -> int:
     a search for a few does not give up on a few repeats (those of the built-in spaces come
     one or two at a time)."""
     return max(wanted, 32)
+
+
+def _sized_config(batch: Optional[int], default_batch: int) -> EvolutionaryConfig:
+    """The default configuration for proposals of ``batch`` programs: for fewer than
+    ``default_batch``, a population smaller in proportion (at least ``init_min_unmeasured``),
+    so that the search costs as much per measured program as at the default (MetaSchedule
+    searches 8 candidates per program it measures: 512 for rounds of 64); never larger."""
+    config = EvolutionaryConfig()
+    if batch is None or batch >= default_batch:
+        return config
+    size = max(config.init_min_unmeasured, round(config.population_size * batch / default_batch))
+    return dataclasses.replace(config, population_size=size)
 
 
 def _mutant_key(parent: Candidate, trace: Trace) -> MutantKey:
@@ -155,7 +168,8 @@ class EvolutionarySearch(SearchStrategy):
     asks for batches of 16 (MetaSchedule measures 64 per round): one round of search costs
     about as much as building and measuring 16 programs. Smaller batches refit the model more
     often and so exploit sooner, which helped some workloads and hurt others (bench/README.md,
-    Design history)."""
+    Design history). Without a ``config``, a tuner that measures fewer per proposal gets a
+    population smaller in proportion (``_sized_config``)."""
 
     batch_size = 16
     # Mutants made in a run, remembered (least recently drawn forgotten first) so that one
@@ -165,6 +179,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def __init__(self, config: Optional[EvolutionaryConfig] = None,
                  model: Optional[CostModel] = None, mutators: Optional[MutatorSet] = None) -> None:
+        self._given_config = config
         self.config = config or EvolutionaryConfig()
         self.model = model if model is not None else GBTModel()
         self._given_mutators = mutators
@@ -179,6 +194,7 @@ class EvolutionarySearch(SearchStrategy):
 
     def start(self, context: SearchContext) -> None:
         super().start(context)
+        self.config = self._given_config or _sized_config(context.batch_size, self.batch_size)
         self.mutators = self._given_mutators or default_mutators(context.workload)
         self.scorer = Scorer(context.workload, context.space, context.tasks, self.model.extractor)
         self.scorer.prepare()

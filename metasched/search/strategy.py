@@ -42,6 +42,8 @@ class SearchContext:
     database: Optional[Database] = None
     target: Optional[Target] = None
     tasks: Tasks = field(default_factory=InProcess)
+    # Programs the tuner measures per proposal, when it says (a strategy may size its search to it).
+    batch_size: Optional[int] = None
     rejected: int = 0  # samples the postprocessors refused
     repeated: int = 0  # samples that were programs already measured or proposed
     # The digests of the loop programs measured or proposed; those of the database's records

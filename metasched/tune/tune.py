@@ -246,11 +246,12 @@ class _Run:
         guard = LoadGuard(note=note)
         loops, states = [], []
         for i, (task, search) in enumerate(zip(tasks, searches)):
+            batch = batch_size or search.batch_size
             context = SearchContext(task.workload, task.space or cpu_default(), np.random.default_rng(self.seed),
-                                    db.measured(task.workload, target), db, target, lend)
+                                    db.measured(task.workload, target), db, target, lend, batch_size=batch)
             search.start(context)
             loop = TaskLoop(task.workload, db, target, builder, runner, search, context, result.tasks[i], show,
-                            guard, batch_size or search.batch_size)
+                            guard, batch)
             loops.append(loop)
             states.append(TaskState(i, task, loop.recorded(), _history(db, task.workload, target, loop.batch_size)))
             if cap is not None and states[-1].trials >= cap:

@@ -401,3 +401,16 @@ def test_a_small_space_is_searched_whole_without_drawing_it_over_and_over(tiny_a
     assert len(found) == 1 and found == everything
     drawn, drawn_before = (sum(r.generated + r.rejected for r in rs) for rs in (rounds, limited))
     assert drawn * 4 < drawn_before
+
+
+def test_the_default_population_shrinks_with_a_smaller_proposal_and_a_given_config_is_kept(wl):
+    default = EvolutionaryConfig()
+    assert evolutionary._sized_config(None, 16) == default
+    assert evolutionary._sized_config(16, 16) == default and evolutionary._sized_config(64, 16) == default
+    assert evolutionary._sized_config(8, 16).population_size == default.population_size // 2
+    assert evolutionary._sized_config(1, 16).population_size == default.init_min_unmeasured
+    searches = EvolutionarySearch(), EvolutionarySearch(SMALL)
+    for search in searches:
+        search.start(SearchContext(wl, cpu_default(), np.random.default_rng(0), batch_size=8))
+    assert searches[0].config.population_size == default.population_size // 2
+    assert searches[1].config == SMALL
