@@ -99,7 +99,7 @@ class GradientBased(TaskScheduler):
         backward = (before - best) / w if before is not None else 0.0
         forward = best / task.rounds
         similar = self._best_similar_flops(task, tasks)
-        if similar is not None:
+        if similar:  # None, or 0 for tasks of no floating-point work (a copy)
             forward = max(forward, best - self.beta * task.workload.flops / similar)
         return task.weight * (self.alpha * backward + (1 - self.alpha) * forward)
 
@@ -112,7 +112,7 @@ class GradientBased(TaskScheduler):
         best = max((tasks[i].workload.flops / tasks[i].best_seconds for i in members
                     if tasks[i].best_seconds is not None), default=None)
         mine = task.workload.flops / task.best_seconds
-        if best is not None and mine < best / self.beta and task.rounds > 5 + max(tasks[i].rounds for i in others):
+        if best and mine < best / self.beta and task.rounds > 5 + max(tasks[i].rounds for i in others):
             members.remove(task.index)
             self._group[task.index] = [task.index]
 

@@ -157,3 +157,18 @@ def test_over_synthetic_curves_the_gradient_beats_round_robin():
     robin = _simulate(RoundRobin(), curves, weights, 320)
     assert gradient[-1] < 0.8 * robin[-1]
     assert all(b <= a for a, b in zip(gradient, gradient[1:]))
+
+
+def test_tasks_without_floating_point_work_are_compared_by_time_alone():
+    copies = [parse(f"""
+workload copy{i}(N = 16) {{
+    input A: float32[N]
+    output B[i] = A[i]
+}}
+""") for i in range(2)]
+    assert copies[0].flops == 0 and copies[0].kind == copies[1].kind
+    states = _states(([2e-3] * 7, 1, copies[0]), ([1e-3], 1, copies[1]))
+    scheduler = _started(GradientBased(), states)
+    assert scheduler.next_task(states) == 1  # best / rounds: 1 ms against 2 / 7 ms
+    scheduler.tuned(states[0])
+    assert scheduler.gradient(states[0], states) == pytest.approx(0.8 * 2e-3 / 7)
