@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from common import HEADER, build_checked, environment, row
+from common import HEADER, build_checked, report, row
 from metasched import parse, workloads
 from metasched.timing import paired_times
 
@@ -68,10 +68,8 @@ def main() -> int:
     alone = kernel.time(x, y, min_repeat_seconds=0.02)
     lines.append(row(f"(e) matmul 32 unscheduled: kernel(a, b) vs a @ b (machine code alone {us(alone)})",
                      us(ours), us(theirs), ratio, "(report)", True))
-    print("\n".join(lines))
-    print(f"\nratio: (a), (b) our time / numpy's (the goal: a call takes a few microseconds at most); "
-          f"(c) Python path / gate; (d) kernel.run / machine code alone; (e) numpy's time / ours. "
-          f"{environment()}")
+    report(lines, "(a), (b) our time / numpy's (the goal: a call takes a few microseconds at most); "
+                  "(c) Python path / gate; (d) kernel.run / machine code alone; (e) numpy's time / ours")
     return 0
 
 

@@ -53,6 +53,12 @@ def row(case: str, ours: str, theirs: str, ratio: float, goal: str, met: bool) -
 HEADER = ["| case | metasched | baseline | ratio | goal | met |", "|---|---|---|---|---|---|"]
 
 
+def report(lines: list[str], legend: str) -> None:
+    """Print a benchmark's table, then what its ratios mean and the machine it ran on."""
+    print("\n".join(lines))
+    print(f"\nratio: {legend}. {environment()}")
+
+
 def environment() -> str:
     return f"numpy {np.__version__}, {metasched.codegen.host_description()}"
 

@@ -19,7 +19,7 @@ import argparse
 import statistics
 import sys
 
-from common import HEADER, build_checked, compile_times, environment, row
+from common import HEADER, build_checked, compile_times, report, row
 from metasched import handwritten, workloads
 from metasched.timing import paired_times
 
@@ -67,10 +67,8 @@ def main() -> int:
     for name, t_kernel, t_ref in unscheduled:
         lines.append(row(f"(e) {name} unscheduled vs reference", f"{t_kernel * 1e3:.2f} ms",
                          f"{t_ref * 1e3:.2f} ms", t_ref / t_kernel, "(report)", True))
-    print("\n".join(lines))
-    print(f"\nratio: (a) numpy time / ours, (b) serial / parallel, (c) ours / numpy, "
-          f"(d) compile time / goal, (e) reference time / unscheduled kernel time. "
-          f"{environment()}")
+    report(lines, "(a) numpy time / ours, (b) serial / parallel, (c) ours / numpy, "
+                  "(d) compile time / goal, (e) reference time / unscheduled kernel time")
     return 0
 
 

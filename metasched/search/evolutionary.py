@@ -118,8 +118,7 @@ class EvolutionaryConfig:
     fresh samples. A first round of random samples left some runs with nothing vectorized to
     start from, and the model, fitted on them, kept mutating poor programs.
 
-    The values were chosen on paired seeds (``bench/search_variants.py``); the figures, and
-    the variants tried and not taken, are in bench/README.md, Design history."""
+    How the values were chosen: bench/README.md, Design history."""
 
     population_size: int = 128
     init_measured_ratio: float = 0.2

@@ -46,8 +46,7 @@ from metasched.ir.stmt import (
 )
 
 # -- 1. the feature table -----------------------------------------------------------------
-# What each version added and why (the figures, and the columns tried and not taken:
-# bench/README.md, Design history):
+# What each version added, and why (bench/README.md, Design history, has the rest):
 # 2: reuse_extent in every buffer slot, so that how a reduction loop is split shows in a
 # column (it can change matmul_relu's time 2.7 times).
 # 3: the innermost rolled loop (rolled_*, and each buffer's rolled_stride): the loop LLVM's
