@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -79,8 +80,8 @@ def tune(workload: Workload, trials: int = 64, database: DatabaseArgument = None
     task = TuneTask(workload, space=space, strategy=strategy)
     _check_warm_start("tune", [task], strategy, warm_start, model)
     started = time.perf_counter()
-    result = _Run(database, options, builder, runner, seed, model, warm_start).tune(
-        [task], trials, RoundRobin(), None, strategy, batch_size, confirm, progress, None)
+    result = _Run(database, options, builder, runner, seed, model, warm_start, trials, RoundRobin(), None,
+                  strategy, batch_size, confirm, progress, None).tune([task])
     outcome = result.tasks[0]
     outcome.wall_seconds = time.perf_counter() - started
     return outcome
@@ -125,13 +126,11 @@ def tune_tasks(tasks: Sequence[Union[TuneTask, Workload]], trials: int, database
                          "pass a strategy's name, or give each TuneTask its own")
     _check_warm_start("tune_tasks", tasks, strategy, warm_start, model)
     started = time.perf_counter()
-    run = _Run(database, options, builder, runner, seed, model, warm_start)
-    table = None
     if progress is True:
         from metasched.tune.progress import TaskTable
-        table = TaskTable()
-    result = run.tune(tasks, trials, make_scheduler(scheduler), trials_per_task, strategy, batch_size, confirm,
-                      False, table or progress or None)
+        progress = TaskTable()
+    result = _Run(database, options, builder, runner, seed, model, warm_start, trials, make_scheduler(scheduler),
+                  trials_per_task, strategy, batch_size, confirm, False, progress or None).tune(tasks)
     result.wall_seconds = time.perf_counter() - started
     return result
 
@@ -189,18 +188,31 @@ def _check_warm_start(where: str, tasks: list[TuneTask], strategy: object, warm_
                          f"the strategy {strategy!r} has none")
 
 
+@dataclass
 class _Run:
-    """One tuning run: the database, the target, the builder and runner (made and closed
-    here unless given), and the cost model per kind."""
+    """One tuning run's arguments, checked (``tune_tasks``'s; ``cap`` is ``trials_per_task``,
+    ``task_progress`` ``tune``'s bar or callable, False for many tasks, ``run_progress`` the
+    callable after every round); ``models`` the cost model made per kind."""
 
-    def __init__(self, database: DatabaseArgument, options: Optional[CodegenOptions], builder: Optional[Builder],
-                 runner: Optional[Runner], seed, model: ModelArgument, warm_start) -> None:
-        self.database, self.options, self.builder, self.runner = database, options, builder, runner
-        self.seed, self.model, self.warm_start = seed, model, warm_start
-        self.models: dict[str, tuple] = {}  # kind -> (model, what it was warm-started on)
+    database: DatabaseArgument
+    options: Optional[CodegenOptions]
+    builder: Optional[Builder]
+    runner: Optional[Runner]
+    seed: Union[int, np.random.Generator]
+    model: ModelArgument
+    warm_start: Union[bool, Sequence[Workload]]
+    trials: int
+    scheduler: TaskScheduler
+    cap: Optional[int]
+    strategy: Union[str, SearchStrategy]
+    batch_size: Optional[int]
+    confirm: int
+    task_progress: Union[bool, ProgressCallback]
+    run_progress: Optional[TasksProgress]
+    models: dict[str, tuple] = field(default_factory=dict)  # kind -> (model, what it was warm-started on)
 
-    def tune(self, tasks: list[TuneTask], trials: int, scheduler: TaskScheduler, cap: Optional[int],
-             strategy, batch_size: Optional[int], confirm: int, task_progress, run_progress) -> TasksResult:
+    def tune(self, tasks: list[TuneTask]) -> TasksResult:
+        """Open the database (unless given one), and tune ``tasks`` until the budget is spent."""
         db = self.database if isinstance(self.database, TuningDatabase) else Database(self.database or ":memory:")
         owned: list = [] if isinstance(self.database, TuningDatabase) else [db]
         try:
@@ -214,19 +226,22 @@ class _Run:
                                                                                                        target)),
                                           earlier_best=best))
             result = TasksResult(target, results, [t.weight for t in tasks])
-            if sum(r.earlier_trials for r in results) < trials and any(cap is None or r.earlier_trials < cap
-                                                                       for r in results):
-                self._rounds(db, target, options, tasks, result, trials, scheduler, cap, strategy, batch_size,
-                             confirm, task_progress, run_progress, owned)
+            cap = self.cap
+            if sum(r.earlier_trials for r in results) < self.trials and any(cap is None or r.earlier_trials < cap
+                                                                            for r in results):
+                self._rounds(db, target, options, tasks, result, owned)
         finally:
             for thing in reversed(owned):
                 thing.close()
         return result
 
-    def _rounds(self, db, target, options, tasks, result, trials, scheduler, cap, strategy, batch_size, confirm,
-                task_progress, run_progress, owned) -> None:
+    def _rounds(self, db, target, options, tasks: list[TuneTask], result: TasksResult, owned: list) -> None:
+        """The rounds of the run, then the confirmation of every task that measured anything;
+        builder and runner made here go into ``owned``, for ``tune`` to close."""
+        trials, scheduler, cap, batch_size = self.trials, self.scheduler, self.cap, self.batch_size
+        task_progress, run_progress = self.task_progress, self.run_progress
         keys = {t.workload.key for t in tasks}
-        searches = [self._search(db, target, task, strategy, result.tasks[i], keys) for i, task in enumerate(tasks)]
+        searches = [self._search(db, target, task, result.tasks[i], keys) for i, task in enumerate(tasks)]
         show = None
         if task_progress is not False:  # ``tune``: one task, a bar or a callable per trial
             show = _progress(task_progress, tasks[0].workload, trials, result.tasks[0])
@@ -284,16 +299,16 @@ class _Run:
             if hasattr(run_progress, "close"):
                 run_progress.close()
         for loop in loops:
-            if confirm > 1 and loop.result.history:
-                loop.result.confirmation = loop.confirm(confirm)
+            if self.confirm > 1 and loop.result.history:
+                loop.result.confirmation = loop.confirm(self.confirm)
             loop.result.best_record = db.best(loop.workload, target)
             loop.result.concurrent_trials = (loop.recorded() - loop.result.earlier_trials
                                              - len(loop.result.history))
 
-    def _search(self, db, target, task: TuneTask, strategy, result: TuneResult, keys: set[str]) -> SearchStrategy:
+    def _search(self, db, target, task: TuneTask, result: TuneResult, keys: set[str]) -> SearchStrategy:
         """The task's strategy: its own, or the run's; evolutionary search by name gets the
         cost model of the task's kind (warm-started once per kind: ``_model``)."""
-        spec = task.strategy or strategy
+        spec = task.strategy or self.strategy
         if spec != "evolutionary":
             return make_strategy(spec)
         model, result.warm_start = self._model(db, target, task.workload, keys)
