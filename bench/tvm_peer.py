@@ -14,23 +14,38 @@ environment's packages (metasched, numpy, PyTorch):
         [--trials 64] [--seeds 0,1,2]
 
 (0.27 is the version issue 9 names; with apache-tvm-ffi 0.1.15.post2 even ``tvm.ir.save_json``
-segfaulted.) The recipe: target llvm for this CPU (LLVM's name for it) with 2 cores,
-``tune_tir`` with its default search and ``num_trials_per_iter=64`` (its default: at 64
-trials, one round, chosen before its cost model has data), the database in memory. The
-wall is ``tune_tir``'s: it leaves out the imports of this process but holds the start of
-TVM's builder processes (about 30 s of imports, ``BUILD_SECONDS``), so it says little at a
-few trials. Each seed takes one to four minutes a workload; run nothing else meanwhile.
+segfaulted.) Any workload of our language goes to TVM through ``tvm_te.te_of``, one
+``te.compute`` per statement (``tvm_te.py --check`` checks the translation). The recipe:
+target llvm for this CPU (LLVM's name for it) with 2 cores, ``tune_tir`` with its default
+search and ``num_trials_per_iter=64`` (its default: at 64 trials, one round, chosen before its
+cost model has data), its JSON database in the work folder. The best schedule is compiled,
+checked against our reference and exported as a shared library. The wall is ``tune_tir``'s:
+it leaves out the imports of this process but holds the start of TVM's builder processes
+(about 30 s of imports, ``BUILD_SECONDS``), so it says little at a few trials: 8 trials of a
+6x5x11 matmul_relu took 141 s here, 93 s of it building the first 8 candidates, with another
+process busy on one of the 2 cores. Each seed takes one to four minutes a workload; run
+nothing else meanwhile.
+
+From another script of the bench, in this venv (``bench`` on ``sys.path``)::
+
+    from tvm_peer import best_trace, load, tune
+    path, wall = tune(wl, 64, "work/conv", seed=0)   # work/conv/<name>.so, tuning seconds
+    kernel = load(path)                             # in this process or any other
+    outputs = kernel(*inputs)                       # numpy in, numpy out
+    seconds = kernel.time(*inputs, number=10, repeat=5, min_repeat_ms=50)  # TVM's time_evaluator
+    best_trace(wl, "work/conv", script=True)        # the best schedule's trace, and its TIR
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import tvm
-from tvm import te
 from tvm.s_tir import meta_schedule as ms
 
 from common import against_baselines, environment, torch_baseline
@@ -38,8 +53,8 @@ from metasched import assert_outputs_close, workloads
 from metasched.codegen.target import host_cpu
 from metasched.workloads.baselines import numpy_baseline
 from tune import WORKLOADS
+from tvm_te import prim_func
 
-ZERO = tvm.tirx.const(0.0, "float32")
 # A build's time limit in TVM's builder (its default: 30 s). Its worker processes import
 # ``tvm.s_tir.tensor_intrin`` on their first build, which takes 19 s in a venv of its own and
 # 29 s in one that sees this environment's packages (``inspect.stack`` per TVMScript function
@@ -47,84 +62,114 @@ ZERO = tvm.tirx.const(0.0, "float32")
 BUILD_SECONDS = 120.0
 
 
-def _matmul_relu(p: dict) -> list:
-    a, b = te.placeholder((p["M"], p["K"]), name="A"), te.placeholder((p["K"], p["N"]), name="B")
-    k = te.reduce_axis((0, p["K"]), name="k")
-    c = te.compute((p["M"], p["N"]), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return [a, b, te.compute(c.shape, lambda i, j: te.max(c[i, j], ZERO), name="D")]
+def target() -> tvm.target.Target:
+    """llvm for this CPU (LLVM's name for it), 2 cores: what the peer tunes and compiles for."""
+    return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()[1], "num-cores": 2})
 
 
-def _dense_bias_relu(p: dict) -> list:
-    x, w = te.placeholder((p["M"], p["K"]), name="X"), te.placeholder((p["K"], p["N"]), name="Wt")
-    bias = te.placeholder((p["N"],), name="bias")
-    k = te.reduce_axis((0, p["K"]), name="k")
-    y = te.compute((p["M"], p["N"]), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="Y")
-    return [x, w, bias, te.compute(y.shape, lambda i, j: te.max(y[i, j] + bias[j], ZERO), name="Z")]
+def _best_schedule(wl, work_dir):
+    """The best schedule of ``wl`` in the JSON database of ``work_dir`` and its record."""
+    func = prim_func(wl)
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
+    # The module as tune_tir and compile_tir make it of a PrimFunc.
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main").with_attr("tirx.noalias", True)})
+    record = database.query_tuning_record(mod, target(), workload_name="main")
+    if record is None:
+        raise LookupError(f"no tuning record of {wl.label} in {work_dir}")
+    return ms.tir_integration.compile_tir(database, func, target()), record
 
 
-def _conv2d_bias_relu(p: dict) -> list:
-    n, c, h, w, f, r, s, pad = (p[name] for name in ("N", "C", "H", "W", "F", "R", "S", "PAD"))
-    x, wt = te.placeholder((n, c, h, w), name="X"), te.placeholder((f, c, r, s), name="Wt")
-    bias = te.placeholder((f,), name="bias")
-    padded = te.compute(
-        (n, c, h + 2 * pad, w + 2 * pad),
-        lambda b, ch, i, j: te.if_then_else(te.all(i >= pad, i < h + pad, j >= pad, j < w + pad),
-                                            x[b, ch, i - pad, j - pad], ZERO), name="P")
-    rc, rr, rs = te.reduce_axis((0, c), name="c"), te.reduce_axis((0, r), name="r"), te.reduce_axis((0, s), name="s")
-    y = te.compute((n, f, h + 2 * pad - r + 1, w + 2 * pad - s + 1),
-                   lambda b, o, i, j: te.sum(padded[b, rc, i + rr, j + rs] * wt[o, rc, rr, rs], axis=[rc, rr, rs]),
-                   name="Y")
-    return [x, wt, bias, te.compute(y.shape, lambda b, o, i, j: te.max(y[b, o, i, j] + bias[o], ZERO), name="Z")]
+def tune(wl, trials: int, work_dir, seed: int = 0) -> tuple[str, float]:
+    """TVM MetaSchedule's best of ``trials`` for ``wl`` (a metasched ``Workload``), by this
+    file's recipe: the path of its shared library, exported into ``work_dir`` (created if
+    missing) as ``<name>.so``, and the tuning wall in seconds (``tune_tir``'s).
+
+    ``work_dir`` also keeps TVM's JSON database (``database_*.json``: ``best_trace`` reads it)
+    and its logs, and ``<name>.json`` beside the library: the workload and its outputs' shapes,
+    which ``load`` reads. The kernel is checked against ``wl.reference`` before it is exported
+    (``MismatchError`` if it does not match)."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    func = prim_func(wl)
+    started = time.perf_counter()
+    database = ms.tune_tir(func, target(), str(work_dir), max_trials_global=trials, num_trials_per_iter=64,
+                           database="json", seed=seed, builder=ms.builder.LocalBuilder(timeout_sec=BUILD_SECONDS))
+    wall = time.perf_counter() - started
+    sch = ms.tir_integration.compile_tir(database, func, target())
+    if sch is None:
+        raise RuntimeError(f"TVM found no valid schedule of {wl.label} in {trials} trials")
+    library = tvm.compile(sch.mod, target=target())
+    path = work_dir / f"{wl.name}.so"
+    tensors = {role: [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in decls]
+               for role, decls in (("inputs", wl.inputs), ("outputs", wl.outputs))}
+    info = {"workload": wl.label, "key": wl.key, "trials": trials, "seed": seed, "wall": wall,
+            "target": str(target()), **tensors}
+    path.with_suffix(".json").write_text(json.dumps(info, indent=1) + "\n")
+    library.export_library(str(path))
+    inputs = wl.random_inputs(seed=0)
+    assert_outputs_close(wl, load(path)(*inputs), wl.reference(*inputs))
+    return str(path), wall
 
 
-def _softmax(p: dict) -> list:
-    x = te.placeholder((p["M"], p["N"]), name="X")
-    j, k = te.reduce_axis((0, p["N"]), name="j"), te.reduce_axis((0, p["N"]), name="k")
-    mx = te.compute((p["M"],), lambda i: te.max(x[i, j], axis=j), name="mx")
-    e = te.compute(x.shape, lambda i, col: te.exp(x[i, col] - mx[i]), name="e")
-    total = te.compute((p["M"],), lambda i: te.sum(e[i, k], axis=k), name="s")
-    return [x, te.compute(x.shape, lambda i, col: e[i, col] / total[i], name="Y")]
+class Kernel:
+    """A kernel exported by ``tune``, loaded (``load``): ``module`` is TVM's runtime module,
+    ``function`` its entry ``main(*inputs, *outputs)``, ``info`` what ``tune`` wrote beside it."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+        self.module = tvm.runtime.load_module(self.path)
+        self.function = self.module["main"]
+        self.info = json.loads(Path(self.path).with_suffix(".json").read_text())
+
+    def arguments(self, *inputs: np.ndarray) -> list:
+        """TVM tensors on the CPU for ``function``: copies of ``inputs``, then the outputs,
+        filled with NaN (an element the kernel never writes shows)."""
+        device = tvm.cpu()
+        outputs = [np.full(o["shape"], np.nan, o["dtype"]) for o in self.info["outputs"]]
+        return [tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in (*inputs, *outputs)]
+
+    def __call__(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """The outputs for numpy ``inputs``, as numpy arrays."""
+        args = self.arguments(*inputs)
+        self.function(*args)
+        return [a.numpy() for a in args[len(inputs):]]
+
+    def time(self, *inputs: np.ndarray, number: int = 10, repeat: int = 5, min_repeat_ms: int = 0) -> list[float]:
+        """Seconds per run on numpy ``inputs`` by TVM's ``time_evaluator``: one figure per
+        ``repeat``, each the mean of ``number`` runs (more, if they last under
+        ``min_repeat_ms``), after one run that is not counted."""
+        evaluator = self.module.time_evaluator("main", tvm.cpu(), number=number, repeat=repeat,
+                                               min_repeat_ms=min_repeat_ms)
+        return list(evaluator(*self.arguments(*inputs)).results)
 
 
-def _reduce_cols(p: dict) -> list:
-    x = te.placeholder((p["M"], p["N"]), name="X")
-    i = te.reduce_axis((0, p["M"]), name="i")
-    return [x, te.compute((p["N"],), lambda j: te.sum(x[i, j], axis=i), name="S")]
+def load(path) -> Kernel:
+    """The kernel ``tune`` exported to ``path``, in this process."""
+    return Kernel(path)
 
 
-def _batch_matmul(p: dict) -> list:
-    a = te.placeholder((p["BATCH"], p["M"], p["K"]), name="A")
-    b = te.placeholder((p["BATCH"], p["K"], p["N"]), name="B")
-    k = te.reduce_axis((0, p["K"]), name="k")
-    return [a, b, te.compute((p["BATCH"], p["M"], p["N"]),
-                             lambda n, i, j: te.sum(a[n, i, k] * b[n, k, j], axis=k), name="C")]
-
-
-# Each workload in TVM's tensor expressions, from the built-in workload's parameters: its
-# inputs, then its output, in the order of the ``.tensor`` file.
-TE = {"matmul_relu": _matmul_relu, "dense_bias_relu": _dense_bias_relu, "conv2d_bias_relu": _conv2d_bias_relu,
-      "softmax": _softmax, "reduce_cols": _reduce_cols, "batch_matmul": _batch_matmul}
+def best_trace(wl, work_dir, script: bool = False) -> str:
+    """Print and return the trace of the best schedule of ``wl`` in ``work_dir``'s database
+    (where ``tune`` tuned it), after its measured times; with ``script``, its TIR too."""
+    sch, record = _best_schedule(wl, work_dir)
+    seconds = ", ".join(f"{float(t) * 1e6:.4g}" for t in record.run_secs)
+    text = f"# {wl.label}: TVM's best, measured {seconds} us\n{sch.trace}"
+    if script:
+        text += f"\n{sch.mod.script()}"
+    print(text)
+    return text
 
 
 def tvm_best(wl, trials: int, seed: int) -> dict:
     """TVM's best of ``trials`` for ``wl``, checked against the reference and timed against
     the baselines (``against_baselines``), with its tuning wall (``"wall"``)."""
-    func = te.create_prim_func(TE[wl.name](wl.params))
-    target = tvm.target.Target({"kind": "llvm", "mcpu": host_cpu()[1], "num-cores": 2})
     with tempfile.TemporaryDirectory() as work:
-        started = time.perf_counter()
-        database = ms.tune_tir(func, target, work, max_trials_global=trials, num_trials_per_iter=64,
-                               database="memory", seed=seed, builder=ms.builder.LocalBuilder(timeout_sec=BUILD_SECONDS))
-        wall = time.perf_counter() - started
-        sch = ms.tir_integration.compile_tir(database, func, target)
-    kernel = tvm.compile(sch.mod, target=target)["main"]
-    inputs = wl.random_inputs(seed=0)
-    args = [tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]
-    outputs = [tvm.runtime.tensor(np.full(t.shape, np.nan, t.dtype), tvm.cpu()) for t in wl.outputs]
-    kernel(*args, *outputs)
-    assert_outputs_close(wl, [out.numpy() for out in outputs], wl.reference(*inputs))
-    found = against_baselines(lambda: kernel(*args, *outputs), inputs,
-                              {"numpy": numpy_baseline(wl), "PyTorch": torch_baseline(wl)})
+        path, wall = tune(wl, trials, work, seed=seed)
+        kernel = load(path)
+        inputs = wl.random_inputs(seed=0)
+        args = kernel.arguments(*inputs)
+        found = against_baselines(lambda: kernel.function(*args), inputs,
+                                  {"numpy": numpy_baseline(wl), "PyTorch": torch_baseline(wl)})
     return {**found, "wall": wall}
 
 
