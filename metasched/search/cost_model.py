@@ -33,7 +33,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence, Union
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -45,6 +45,9 @@ from metasched.schedule import Schedule, replay
 from metasched.search.features import FEATURE_NAMES, FEATURE_VERSION, per_store_features
 from metasched.search.pairwise import PairwiseBoosting, rising_line
 from metasched.search.tree_tables import TreeTables
+
+if TYPE_CHECKING:
+    from metasched.search.scoring import Tasks
 
 # Fewer measured programs than this and a fitted model predicts worse than chance: score at
 # random until then (MetaSchedule's XGBoost model waits for data the same way).
@@ -149,6 +152,10 @@ class CostModel(ABC):
         """Whether the scores carry information (False for scores drawn at random)."""
         return True
 
+    def use(self, tasks: Tasks) -> None:
+        """Worker processes (``search.scoring.Tasks``) that are idle while the model learns,
+        lent by the search for the rest of its run: a model may fit in them. This one does not."""
+
     def learn(self, schedules: Sequence[Schedule], seconds: Sequence[Optional[float]]) -> None:
         """``update`` from schedules and their median seconds (rows by ``extractor``)."""
         if len(schedules) != len(seconds):
@@ -214,6 +221,7 @@ class GBTModel(CostModel):
         self._seconds: list[float] = []  # inf for a failed program
         self._regressor = None
         self._fallback = RandomModel(seed)
+        self._tasks: Optional[Tasks] = None  # worker processes lent by the search (``use``)
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -221,6 +229,17 @@ class GBTModel(CostModel):
     @property
     def informed(self) -> bool:
         return self._regressor is not None
+
+    def use(self, tasks: Tasks) -> None:
+        """The blend's two models are fitted side by side in ``tasks``' workers (when there
+        are two or more), each on one thread: the very fits, in the time of the slower."""
+        self._tasks = tasks
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_tasks": None}  # the workers stay with this process
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update({"_tasks": None, **state})  # a model saved before ``use``
 
     def update(self, rows: np.ndarray, results: Sequence[Measured]) -> None:
         if len(rows) != len(results):
@@ -266,10 +285,13 @@ class GBTModel(CostModel):
         """The regressor fitted on program ``rows`` and their normalised throughputs ``labels``
         (enough of them, not all equal), each row of ``weights`` (None: all alike): the line in
         lanes, then ``_make``'s trees; for ``"blend"``, two such, ``"hist"``'s and
-        ``"pairwise"``'s, whose log predictions it averages (``_Blend``)."""
+        ``"pairwise"``'s, whose log predictions it averages (``_Blend``), fitted side by side
+        in the workers lent (``use``)."""
         logs, groups = _log_labels(labels), np.array(self._groups)
         kinds = ("hist", "pairwise") if self.kind == "blend" else (self.kind,)
-        fitted = [_LanesThenTrees(self._make(kind)).fit(rows, logs, weights, groups) for kind in kinds]
+        fits = [(self._make(kind), rows, logs, weights, groups) for kind in kinds]
+        tasks = self._tasks if len(fits) > 1 and self._tasks is not None and self._tasks.workers > 1 else None
+        fitted = tasks.map(_fit_trees, fits) if tasks else [_fit_trees(*fit) for fit in fits]
         return fitted[0] if len(fitted) == 1 else _Blend(fitted)
 
     def _make(self, kind: Optional[str] = None):
@@ -328,6 +350,15 @@ def learn_records(model: CostModel, database: Database, workloads: Iterable[Work
     if schedules:
         model.update(model.extractor.rows(schedules), results)
     return len(schedules)
+
+
+def _fit_trees(trees, rows: np.ndarray, logs: np.ndarray, weights: Optional[np.ndarray],
+               groups: np.ndarray) -> _LanesThenTrees:
+    """Unfitted ``trees`` fitted after a line (``_LanesThenTrees.fit``) on one thread, in
+    whichever process runs it: with a worker's twin on the other core, two threads each
+    would wait for each other (see ``_LanesThenTrees.predict``)."""
+    with _one_thread():
+        return _LanesThenTrees(trees).fit(rows, logs, weights, groups)
 
 
 class _Blend:
@@ -441,5 +472,6 @@ def _one_thread():
     a lookup takes milliseconds, and a search predicts many times a round."""
     global _threadpools
     if _threadpools is None:
+        import sklearn.ensemble  # noqa: F401  (its OpenMP runtime, before the lookup)
         _threadpools = ThreadpoolController()
     return _threadpools.limit(limits=1)

@@ -197,6 +197,7 @@ class EvolutionarySearch(SearchStrategy):
         self.mutators = self._given_mutators or default_mutators(context.workload)
         self.scorer = Scorer(context.workload, context.space, context.tasks, self.model.extractor)
         self.scorer.prepare()
+        self.model.use(context.tasks)
         self.rounds, self._best_measured, self._mutants = [], [], OrderedDict()
         self._measured = set()
         # Resume: what the database knows of this workload trains the model and seeds the

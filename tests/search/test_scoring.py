@@ -2,9 +2,12 @@
 order, so that evolutionary search proposes the same programs however its work is split; a
 task whose worker dies is made again here."""
 import dataclasses
+import json
 import multiprocessing
 import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +16,9 @@ from metasched import workloads
 from metasched.database import program_key
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Trace, replay
-from metasched.search import EvolutionaryConfig, EvolutionarySearch, SearchContext
+from metasched.search import EvolutionaryConfig, EvolutionarySearch, GBTModel, SearchContext
+from metasched.search.cost_model import Measured
+from metasched.search.features import FEATURE_NAMES
 from metasched.search.mutator import default_mutators
 from metasched.search.scoring import InProcess, Scorer, _chunks, _Wire
 from metasched.space import PostOrderApply, cpu_default
@@ -174,3 +179,28 @@ def test_chunks_shrink_and_keep_the_order():
     sizes = [len(c) for c in chunks]
     assert sizes == sorted(sizes, reverse=True) and sizes[0] == 25 and sizes[-1] <= 2
     assert _chunks([], 2) == [] and _chunks([1], 2) == [[1]]
+
+
+def test_a_blend_fitted_in_lent_workers_is_the_blend_fitted_here(workers, tmp_path):
+    rng = np.random.default_rng(3)
+    rows = rng.random((40, 2 * len(FEATURE_NAMES) + 1)).astype(np.float32)
+    results = [Measured("a" if k % 2 else "b", float(s)) for k, s in enumerate(rng.uniform(1e-3, 5e-3, 40))]
+    here, lent = GBTModel(seed=1), GBTModel(seed=1)
+    lent.use(workers)
+    here.update(rows, results)
+    lent.update(rows, results)
+    assert np.array_equal(here.predict(rows), lent.predict(rows))
+    lent.save(tmp_path / "model.pkl")  # the workers stay with this process
+    assert GBTModel.load(tmp_path / "model.pkl")._tasks is None
+
+
+def test_the_first_fit_of_a_process_runs_its_trees_on_one_thread():
+    # The thread pools are looked up once, at the first call: scikit-learn's OpenMP runtime
+    # must be loaded by then, or the limit misses it. A fresh process: this one has it loaded.
+    code = ("from threadpoolctl import threadpool_info\n"
+            "from metasched.search.cost_model import _one_thread\n"
+            "with _one_thread():\n"
+            "    print([p['num_threads'] for p in threadpool_info() if p['internal_api'] == 'openmp'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    threads = json.loads(out)
+    assert threads and set(threads) == {1}
