@@ -9,13 +9,16 @@ from typing import Callable, Optional, Sequence
 
 
 def repeat_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds: float = 0.05,
-                   number: Optional[int] = None, warm_seconds: Optional[float] = None) -> list[float]:
+                   number: Optional[int] = None, warm_seconds: Optional[float] = None,
+                   calls: Optional[Callable[[int], object]] = None) -> list[float]:
     """Seconds per call of ``fn`` in each of ``repeat`` repeats of ``number`` calls, in order.
 
     One warm-up call runs first, unless the caller has just made one and gives its time as
     ``warm_seconds``. Without ``number``, enough calls to last ``min_repeat_seconds`` by the
     warm-up's time, so that short calls are not lost in the clock's noise; a repeat that still
-    falls short makes the following ones longer (as TVM's time_evaluator does).
+    falls short makes the following ones longer (as TVM's time_evaluator does). ``calls(n)``,
+    when given, makes ``n`` calls of ``fn`` without Python between them (a kernel's machine
+    code loop: ``codegen.repeat``).
     """
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
@@ -29,8 +32,11 @@ def repeat_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds
     per_call = []
     for _ in range(repeat):
         started = time.perf_counter()
-        for _ in range(number):
-            fn()
+        if calls is not None:
+            calls(number)
+        else:
+            for _ in range(number):
+                fn()
         elapsed = time.perf_counter() - started
         per_call.append(elapsed / number)
         if adapt and elapsed < min_repeat_seconds:

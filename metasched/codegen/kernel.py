@@ -14,6 +14,7 @@ from metasched.arrays import aligned_empty
 from metasched.codegen.emit import buffer_bytes, heap_buffers
 from metasched.codegen.gate import GATE_OUT_OF_MEMORY, GATE_RAN, Tail, gate_layout
 from metasched.codegen.options import CodegenOptions
+from metasched.codegen.repeat import repeater
 from metasched.codegen.runtime import enter_gomp
 from metasched.codegen.target import assembly
 from metasched.errors import KernelArgumentError, check_integer, check_type
@@ -60,6 +61,7 @@ class Kernel:
         self.threading = artifact.threading  # the launcher of parallel loops: gomp, pthread, serial
         self.num_threads = artifact.num_threads
         self._engine = engine  # owns the machine code: keep it as long as the kernel
+        self._address = address
         self._function = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(self.func.params) + 1))(address)
         # The gate, where this process lays out arrays as it reads them and no run is poisoned.
         self._gate = None
@@ -137,8 +139,9 @@ class Kernel:
 
         ``arrays`` are the inputs (outputs are then allocated) or inputs and outputs. After a
         warm-up run, ``number`` (default: doubled until one repeat lasts at least
-        ``min_repeat_seconds``) back-to-back runs are timed together, ``repeat`` times; each
-        repeat gives elapsed / number; ``warm_seconds``, the time of a run just made, stands
+        ``min_repeat_seconds``) back-to-back runs, in a machine code loop (``codegen.repeat``),
+        are timed together, ``repeat`` times; each repeat gives elapsed / number;
+        ``warm_seconds``, the time of a run just made, stands
         for the warm-up. Arguments are checked once, before timing; the runs use the calling
         thread's workspaces.
         """
@@ -154,11 +157,11 @@ class Kernel:
             raise ValueError(f"Kernel.timings: min_repeat_seconds must be finite and >= 0, not {min_repeat_seconds}")
         workspaces = self._workspaces()
         pointers = self._pointers(self._checked_arguments(arrays), workspaces)
-        function = self._function
+        function, entry, loop = self._function, self._address, repeater(len(pointers))
         self._enter(workspaces, poison=False)
         seconds = repeat_seconds(lambda: function(*pointers), repeat=repeat,
                                  min_repeat_seconds=min_repeat_seconds, number=number,
-                                 warm_seconds=warm_seconds)
+                                 warm_seconds=warm_seconds, calls=lambda n: loop(entry, n, *pointers))
         self._check_status()
         return seconds
 
