@@ -65,16 +65,17 @@ def axis_indices(stage: StageState) -> tuple[list[Expr], list[Expr]]:
     return spatial, [loop_var(iv.name) for iv in stage.axes[n:]]
 
 
-def loop_reach(stage: StageState, loop: IterVar, wanted: Optional[AbstractSet[str]] = None) -> dict[str, Reach]:
+def loop_reach(stage: StageState, loop: Optional[IterVar],
+               wanted: Optional[AbstractSet[str]] = None) -> dict[str, Reach]:
     """The reach of every loop of ``stage`` (by name; consumed loops included) during one
-    iteration of its leaf loop ``loop``: the leaf loops inside it run, the others stay fixed.
-    With ``wanted`` (loop names), only the leaf loops and the loops the reach of those is
+    iteration of its leaf loop ``loop``: the leaf loops inside it run, the others stay fixed;
+    with ``loop`` None, every loop runs (one run of the whole stage). With ``wanted`` (loop names), only the leaf loops and the loops the reach of those is
     made from: a region of a stage's own tensor needs its spatial axes alone, not the splits
     of its reduction axes."""
     relations = stage.relations if wanted is None else _making(stage.relations, wanted)
     reach: dict[str, Reach] = {}
     ranges: dict[str, tuple[int, int]] = {}
-    position = stage.leaves.index(loop)
+    position = -1 if loop is None else stage.leaves.index(loop)
     for k, lv in enumerate(stage.leaves):
         if k > position:
             reach[lv.name] = Reach({}, 0, lv.extent - 1, True, True)

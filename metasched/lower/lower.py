@@ -312,8 +312,11 @@ def _stage_nest(state: ScheduleState, stage: StageState, outer: dict[str, Expr],
         here = [c for c in children if c.attach.loop is leaves[k]]
         if not here:
             return inner
-        before = [_stage_nest(state, c, names, ranges, owns=owns) for c in here if not c.attach.after]
-        after = [_stage_nest(state, c, names, ranges, own_shift, owns=owns) for c in here if c.attach.after]
+        # A block computed here may read the compacted buffer of another computed here too
+        # (``compute_at`` of a block with several readers): it reads it shifted alike.
+        before = [_stage_nest(state, c, names, ranges, shifts, owns=owns) for c in here if not c.attach.after]
+        after = [_stage_nest(state, c, names, ranges, {**shifts, **own_shift}, owns=owns)
+                 for c in here if c.attach.after]
         result = seq(*before, inner, *after)
         for c in reversed(here):
             if c.attach.compact:

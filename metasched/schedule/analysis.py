@@ -8,6 +8,7 @@ Search-space modules use these and the ``Schedule`` primitives, never ``Schedule
 * ``blocks(sch)``: the names of the blocks in post-order (consumers before their producers,
   the outputs first), the order in which ``PostOrderApply`` visits them
 * ``compute_locations(sch, block_rv)``: the candidate decisions of ``sample_compute_location``
+* ``has_reader_loops(sch, block_rv)``: whether the block has loops of a reader to be computed at
 
 What the block facts mean, for a block ``T[axes] (op)= body``:
 * *spatial* axes index ``T``; *reduction* axes are the body's other variables;
@@ -34,7 +35,7 @@ from metasched.ir.analysis import as_affine, free_vars, loads, walk
 from metasched.ir.expr import BINARY_CALLS, UNARY_CALLS, BinOp, Call, Select, Var
 from metasched.lang.workload import Statement
 from metasched.lower import IterVar, ScheduleState, StageState
-from metasched.schedule.compute_location import locations
+from metasched.schedule.compute_location import locations, under
 
 INLINE = -2  # the decisions of sample_compute_location that are not loops
 ROOT = -1
@@ -242,7 +243,13 @@ def blocks(sch) -> tuple[str, ...]:
 
 def compute_locations(sch, block_rv) -> tuple[int, ...]:
     """The decisions ``sample_compute_location`` may take for ``block_rv`` now: ``INLINE`` (-2)
-    where inlining is legal, ``ROOT`` (-1), then the indices of the loops of its only consumer
-    that MetaSchedule keeps (``compute_location.locations``: no unit loop, none past the
+    where inlining is legal, ``ROOT`` (-1), then the indices of the loops of its consumer (the
+    one its other consumers run inside) that MetaSchedule keeps (``compute_location.locations``: no unit loop, none past the
     reductions). Mutators replay a trace with a decision provider that asks this."""
     return tuple(locations(_state(sch), _stage(sch, block_rv))[0])
+
+
+def has_reader_loops(sch, block_rv) -> bool:
+    """Whether the block has loops of a reader to be computed at: it has one reader, or one
+    that all its other readers are computed in (``compute_location.under``)."""
+    return under(_state(sch), _stage(sch, block_rv)) is not None

@@ -1,8 +1,10 @@
 """Where a block computes: inline, at the root, or inside a loop of another block.
 
 Rules kept simple enough to hold for every schedule (each violation is a ``ScheduleError``):
-* a block computed at a loop of another (``compute_at``) has that block as its only consumer,
-  and computes exactly the region one iteration of the loop reads (``lower.bounds``);
+* a block computed at a loop of another (``compute_at``) is read by that block and by blocks
+  that run inside one iteration of the loop (computed at it or at a loop inside it: TVM's rule
+  that every consumer lies under the loop), and computes exactly the region they read there
+  (``lower.bounds``); those other readers then stay where they are (``_pinned``);
 * a block computed after another (``reverse_compute_at``) is element-wise, reads the other
   with its own spatial variables, and runs outside the other's reduction loops so that it
   only sees finished values;
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from typing import Optional
 
 from metasched.errors import ScheduleError
 from metasched.ir.analysis import loads, substitute, transform
@@ -39,6 +42,44 @@ def regenerate_loops(state: ScheduleState, stage: StageState, extents: list[int]
     stage.axes, stage.relations, stage.leaves = axes, [], list(axes)
 
 
+def _pinned(state: ScheduleState, stage: StageState, primitive: str) -> None:
+    """Refuse to move ``stage`` (or change what it reads) while it reads a block computed at a
+    loop of another block: that block computes the region ``stage`` reads there, and only
+    there."""
+    for producer in state.producers(stage):
+        attach = producer.attach
+        if attach is not None and not attach.after and attach.target is not stage:
+            raise ScheduleError(f"{primitive}: block {stage.name} reads {producer.buffer}, which block "
+                                f"{producer.name} computes inside loop {attach.loop.name} of {attach.target.name} "
+                                f"for it too; move {producer.name} first (compute it at the root)")
+
+
+def _chain(stage: StageState, target: StageState) -> Optional[list[StageState]]:
+    """The blocks from ``stage`` out to the one computed at a loop of ``target`` (``stage``
+    computed at a loop of the next, and so on): None when ``stage`` does not run inside
+    ``target``'s loops."""
+    chain = [stage]
+    while chain[-1].attach is not None and not chain[-1].attach.after:
+        if chain[-1].attach.target is target:
+            return chain
+        chain.append(chain[-1].attach.target)
+    return None
+
+
+def under(state: ScheduleState, stage: StageState) -> Optional[tuple[StageState, int]]:
+    """The consumer of ``stage`` that every other consumer runs inside (computed at its loops,
+    or at loops of a block computed there), and the position of the outermost loop of it
+    they run in (its last loop when there is no other consumer): the loops ``stage`` may be
+    computed at. None when there is no such consumer."""
+    consumers = state.consumers(stage)
+    for target in consumers:
+        chains = [_chain(c, target) for c in consumers if c is not target]
+        if all(chain is not None for chain in chains):
+            return target, min((target.leaves.index(chain[-1].attach.loop) for chain in chains),
+                               default=len(target.leaves) - 1)
+    return None
+
+
 def can_inline(state: ScheduleState, stage: StageState) -> bool:
     st = stage.statement
     return not st.is_output and not st.is_reduction and not state.attached_at(stage)
@@ -51,6 +92,7 @@ def compute_inline(state: ScheduleState, stage: StageState) -> None:
     if st.is_reduction:
         raise ScheduleError(f"compute_inline: block {stage.name} is a reduction; only element-wise blocks inline")
     _no_attached(state, stage, "compute_inline")
+    _pinned(state, stage, "compute_inline")
     names = tuple(a.name for a in st.axes)
     for consumer in state.consumers(stage):
         consumer.statement = replace(consumer.statement,
@@ -83,6 +125,7 @@ def reverse_compute_inline(state: ScheduleState, stage: StageState) -> None:
     if st.is_reduction:
         raise ScheduleError(f"{primitive}: block {stage.name} is a reduction; only element-wise blocks inline")
     _no_attached(state, stage, primitive)
+    _pinned(state, stage, primitive)
     producers = state.producers(stage)
     if len(producers) != 1:
         names = ", ".join(p.name for p in producers) or "none"
@@ -128,6 +171,7 @@ def compute_root(state: ScheduleState, stage: StageState) -> None:
     if stage.attach is None:
         return
     _no_attached(state, stage, "compute_at")
+    _pinned(state, stage, "compute_at")
     # At the root a block runs in its place in ``state.stages``: after every block it reads.
     # Its place may be before one of them: ``cache_read`` puts its copy before the root block
     # whose loops hold the reader, which was after this block while it was held there. (None of
@@ -148,17 +192,34 @@ def compute_at(state: ScheduleState, stage: StageState, target: StageState, loop
         raise ScheduleError(f"{primitive}: block {stage.name} writes output {stage.buffer}, which must be "
                             f"computed whole; {target.name} may read only part of it")
     consumers = state.consumers(stage)
-    if consumers != [target]:
+    if target not in consumers:
         names = ", ".join(c.name for c in consumers) or "none"
-        raise ScheduleError(f"{primitive}: block {stage.name} must have {target.name} as its only consumer "
-                            f"(its consumers: {names})")
+        raise ScheduleError(f"{primitive}: block {target.name} does not read {stage.buffer}, the output of "
+                            f"{stage.name} (its readers: {names})")
+    position = target.leaves.index(loop)
+    # What one iteration of the loop reads: the target's accesses while the loops inside it
+    # run, and every access of the other readers, whose loops (and those of the blocks they
+    # are computed in, out to the target) all run inside it.
+    accesses, reach = [], loop_reach(target, loop)
+    for reader in consumers:
+        chain = [] if reader is target else _chain(reader, target)
+        if chain is None or (chain and target.leaves.index(chain[-1].attach.loop) < position):
+            raise ScheduleError(f"{primitive}: block {reader.name} also reads {stage.buffer} and does not run inside "
+                                f"loop {loop.name} of {target.name}; every block that reads {stage.name} must "
+                                f"(compute {reader.name} at that loop or inside it first)")
+        if reader is not target and state.stages.index(reader) < state.stages.index(stage):  # it would run first
+            raise ScheduleError(f"{primitive}: block {reader.name} runs before {stage.name} in "
+                                f"loop {loop.name}; compute {reader.name} at the root and back again")
+        for running in chain:
+            reach.update(loop_reach(running, None))
+        spatial, reduce = axis_indices(reader)
+        rst = reader.statement
+        mapping = dict(zip([a.name for a in rst.axes], spatial))
+        mapping.update(zip([a.name for a in rst.reduce_axes], reduce))
+        accesses += [[substitute(i, mapping) for i in load.indices] for load in _loads_of(rst.body, stage.buffer)]
     _no_attached(state, stage, primitive)
-    spatial, reduce = axis_indices(target)
-    tst = target.statement
-    mapping = dict(zip([a.name for a in tst.axes], spatial))
-    mapping.update(zip([a.name for a in tst.reduce_axes], reduce))
-    accesses = [[substitute(i, mapping) for i in load.indices] for load in _loads_of(tst.body, stage.buffer)]
-    spans = region(accesses, loop_reach(target, loop), stage.statement.shape)
+    _pinned(state, stage, primitive)
+    spans = region(accesses, reach, stage.statement.shape)
     regenerate_loops(state, stage, [extent for _, extent in spans], primitive)
     stage.attach = Attach(target, loop, False, tuple(start for start, _ in spans),
                           compact=not stage.statement.is_output)
@@ -178,6 +239,7 @@ def reverse_compute_at(state: ScheduleState, stage: StageState, target: StageSta
     if target.attach is not None:
         raise ScheduleError(f"{primitive}: block {target.name} must be computed at the root")
     _no_attached(state, stage, primitive)
+    _pinned(state, stage, primitive)
     position = target.leaves.index(loop)
     first_reduce = next((k for k, lv in enumerate(target.leaves) if lv.is_reduce), len(target.leaves))
     if position >= first_reduce:
@@ -221,18 +283,21 @@ def locations(state: ScheduleState, stage: StageState) -> tuple[list[int], list[
     """The candidate decisions of ``sample_compute_location`` (sorted: -2 inline where legal,
     -1 root, then loop indices) and the loops those indices name.
 
-    The loops are those of the only consumer that MetaSchedule's ``CollectComputeLocation``
-    keeps: no unit loop (computing there is computing at the root, but inside a loop that
-    stops the parallel rewrite's prefix, so the whole program would run on one core); no
-    data-parallel loop after a reduction loop; no reduction loop after the last data-parallel
-    one (recomputing the producer per step of the innermost reduction)."""
+    The loops are those of the consumer the others run inside (``under``; the only consumer,
+    where there is one) down to the outermost loop the others are computed at, those that
+    MetaSchedule's ``CollectComputeLocation`` keeps: no unit loop (computing there is
+    computing at the root, but inside a loop that stops the parallel rewrite's prefix, so the
+    whole program would run on one core); no data-parallel loop after a reduction loop; no
+    reduction loop after the last data-parallel one (recomputing the producer per step of the
+    innermost reduction)."""
     candidates = ([-2] if can_inline(state, stage) else []) + [-1]
-    consumers = state.consumers(stage)
-    if len(consumers) == 1 and not state.attached_at(stage) and not stage.statement.is_output:
-        loops = list(consumers[0].leaves)
+    found = under(state, stage)
+    if found is not None and not state.attached_at(stage) and not stage.statement.is_output:
+        target, deepest = found
+        loops = list(target.leaves)
         last_spatial = max((i for i, loop in enumerate(loops) if not loop.is_reduce), default=-1)
         reduced = False
-        for i, loop in enumerate(loops):
+        for i, loop in enumerate(loops[:deepest + 1]):
             if loop.extent == 1:
                 continue
             if loop.is_reduce:

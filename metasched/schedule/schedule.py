@@ -464,9 +464,10 @@ class Schedule:
 
     @primitive("ComputeAt")
     def compute_at(self, block: BlockRV, loop: LoopRV) -> None:
-        """Compute ``block`` inside ``loop`` of its only consumer, just the region one iteration
-        of that loop reads. ``loop`` may also be the root or inline mark of
-        ``sample_compute_location``."""
+        """Compute ``block`` inside ``loop`` of a block that reads it, just the region one
+        iteration of that loop reads; its other readers must already run inside that loop
+        (computed at it or at a loop inside it), and then stay there. ``loop`` may also be the
+        root or inline mark of ``sample_compute_location``."""
         stage = self._stage(block, "compute_at")
         mark = self._target(loop, LoopRV, "compute_at")
         if mark == ROOT:
@@ -621,9 +622,10 @@ class Schedule:
     @primitive("SampleComputeLocation", pure=True)
     def sample_compute_location(self, block: BlockRV, decision: Optional[int] = None) -> Decided[LoopRV]:
         """Where to compute ``block``: -2 inline, -1 root, otherwise the index of a loop of its
-        only consumer, among those MetaSchedule samples (``compute_location.locations``: no
-        unit loop, none past the reductions; ``compute_at`` itself takes any). A decision that
-        is no longer a candidate becomes the nearest candidate below it (MetaSchedule's rule)."""
+        consumer (the one its other consumers run inside), among those MetaSchedule samples
+        (``compute_location.locations``: no unit loop, none past the reductions; ``compute_at``
+        itself takes any). A decision that is no longer a candidate becomes the nearest
+        candidate below it (MetaSchedule's rule)."""
         stage = self._stage(block, "sample_compute_location")
         candidates, loops = compute_location.locations(self._state, stage)
         if decision is None:

@@ -19,20 +19,22 @@ from metasched.space.base import ScheduleRule
 @dataclasses.dataclass
 class RandomComputeLocation(ScheduleRule):
     """``compute_at`` a block at a sampled location: inline (where legal), the root, or a loop
-    of its only consumer. As in MetaSchedule, a block that ``AddRFactor`` factorised (annotated
+    of its consumer (of the consumer its other consumers are computed in, as the rule reaches
+    producers after their consumers: softmax's ``e`` in the row loop of its output, beside the
+    row's sum). As in MetaSchedule, a block that ``AddRFactor`` factorised (annotated
     ``meta_schedule.random_compute_producer``) then has the location of its partial block
     sampled too, and loses the annotation."""
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
-        if not has_free_location(info):
+        if not has_free_location(sch, block, info):
             return [sch]
         if RANDOM_COMPUTE_PRODUCER in info.annotations:
             sch.unannotate(block, RANDOM_COMPUTE_PRODUCER)
         _compute_at_sampled(sch, block)
         for name in info.producers if RANDOM_COMPUTE_PRODUCER in info.annotations else ():
             producer = sch.get_block(name)
-            if has_free_location(analysis.block(sch, producer)):
+            if has_free_location(sch, producer, analysis.block(sch, producer)):
                 _compute_at_sampled(sch, producer)
         return [sch]
 
@@ -41,9 +43,10 @@ def _compute_at_sampled(sch: Schedule, block: BlockRV) -> None:
     sch.compute_at(block, sch.sample_compute_location(block))
 
 
-def has_free_location(info: BlockInfo) -> bool:
+def has_free_location(sch: Schedule, block: BlockRV, info: BlockInfo) -> bool:
     """TVM's conditions: the block is at the root, has loops with no other block computed at
-    them, is not tiled by ``MultiLevelTiling`` and is not an output; and it has exactly one
-    consumer, so that ``sample_compute_location`` has a loop to choose besides the root."""
+    them, is not tiled by ``MultiLevelTiling`` and is not an output; and it has a loop to choose
+    besides the root: one consumer, or one that all its other consumers are computed in."""
     return (info.attached_to is None and bool(info.loops) and not any(loop.attached for loop in info.loops)
-            and TILING_STRUCTURE not in info.annotations and not info.is_output and len(info.consumers) == 1)
+            and TILING_STRUCTURE not in info.annotations and not info.is_output
+            and analysis.has_reader_loops(sch, block))

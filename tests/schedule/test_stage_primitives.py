@@ -416,10 +416,97 @@ def test_reverse_compute_at_needs_the_exact_region_an_iteration_completes():
     assert_equivalent(other)
 
 
-def test_compute_at_needs_the_target_to_be_the_only_consumer():
+def test_compute_at_needs_every_other_reader_inside_the_loop():
     sch = Schedule(workloads.get("softmax", M=4, N=6))  # e feeds both s and Y
-    with pytest.raises(ScheduleError, match="only consumer .*its consumers: s, Y"):
+    with pytest.raises(ScheduleError, match="block Y also reads e and does not run inside loop"):
         sch.compute_at(sch.get_block("e"), sch.get_loops(sch.get_block("s"))[0])
+    with pytest.raises(ScheduleError, match="block s also reads e and does not run inside loop"):
+        sch.compute_at(sch.get_block("e"), sch.get_loops(sch.get_block("Y"))[0])
+    _, j = sch.get_loops(sch.get_block("Y"))
+    j0, j1 = sch.split(j, [2, 3])
+    sch.compute_at(sch.get_block("s"), j0)
+    with pytest.raises(ScheduleError, match="block s also reads e and does not run inside loop"):
+        sch.compute_at(sch.get_block("e"), j1)  # s runs outside it, once per j0
+    sch.compute_at(sch.get_block("e"), j0)
+    assert_equivalent(sch)
+    with pytest.raises(ScheduleError, match="does not read mx"):
+        sch.compute_at(sch.get_block("mx"), sch.get_loops(sch.get_block("Y"))[0])
+
+
+def _softmax_by_rows(rows_split: bool):
+    """softmax with ``s`` and then ``e`` computed in the output's row loop (split in two first
+    with ``rows_split``), as TVM's rule allows: every reader of ``e`` runs inside it."""
+    sch = Schedule(workloads.get("softmax", M=6, N=20))
+    y = sch.get_block("Y")
+    i, _ = sch.get_loops(y)
+    if rows_split:
+        _, i = sch.split(i, [3, 2])
+    sch.compute_at(sch.get_block("s"), i)
+    sch.compute_at(sch.get_block("e"), i)
+    return sch
+
+
+@pytest.mark.parametrize("rows_split", [False, True])
+def test_a_block_read_by_two_computes_the_rows_both_read_in_their_loop(rows_split):
+    sch = _softmax_by_rows(rows_split)
+    text = str(sch.lower())
+    assert "e = allocate([1, 20]" in text  # a row at a time, not the whole tensor
+    assert_equivalent(sch)
+    e = sch.get_block("e")
+    sch.compute_at(sch.get_block("mx"), sch.get_loops(e)[-2])  # mx at e's row, within it
+    assert_equivalent(sch)
+
+
+def test_a_reader_may_run_inside_a_block_computed_in_the_loop():
+    # The row sum factored (s_rf computed in s, s in the output's row loop): e, read by s_rf
+    # and Y, is still computed a row at a time in that loop.
+    sch = Schedule(workloads.get("softmax", M=6, N=20))
+    s = sch.get_block("s")
+    _, j = sch.get_loops(s)
+    _, j1 = sch.split(j, [4, 5])
+    s_rf = sch.rfactor(j1, 1)
+    row, _ = sch.get_loops(sch.get_block("Y"))
+    sch.compute_at(s, row)
+    sch.compute_at(s_rf, sch.get_loops(s)[1])
+    assert analysis.compute_locations(sch, sch.get_block("e")) == (-2, -1, 0)
+    sch.compute_at(sch.get_block("e"), row)
+    assert "e = allocate([1, 20]" in str(sch.lower())
+    assert_equivalent(sch)
+
+
+def test_layernorm_rows_fuse_the_mean_read_by_the_sum_of_squares_and_the_output():
+    sch = Schedule(workloads.get("layernorm", M=5, N=11))
+    y = sch.get_block("Y")
+    i, _ = sch.get_loops(y)
+    sch.compute_at(sch.get_block("sq"), i)
+    total = sch.get_block("total")
+    sch.compute_at(total, i)  # read by Y and sq, both in the row loop
+    assert "total = allocate([1]" in str(sch.lower())
+    assert_equivalent(sch)
+
+
+@pytest.mark.parametrize("move", ["compute_root", "compute_at"])
+def test_a_reader_of_a_block_computed_for_it_stays_where_it_is(move):
+    sch = _softmax_by_rows(rows_split=False)
+    s = sch.get_block("s")
+    with pytest.raises(ScheduleError, match="block s reads e, which block e computes inside loop"):
+        if move == "compute_root":
+            sch.compute_at(s, sch.sample_compute_location(s, decision=-1))
+        else:
+            sch.compute_at(s, sch.get_loops(sch.get_block("Y"))[-1])
+    assert_equivalent(sch)  # nothing changed
+
+
+def test_sample_compute_location_offers_the_loops_every_reader_runs_in():
+    sch = Schedule(workloads.get("softmax", M=6, N=20))
+    e = sch.get_block("e")
+    assert analysis.compute_locations(sch, e) == (-2, -1)  # s and Y: no loop holds both
+    y = sch.get_block("Y")
+    sch.compute_at(sch.get_block("s"), sch.get_loops(y)[0])
+    assert analysis.compute_locations(sch, e) == (-2, -1, 0)  # Y's row loop, not its column loop
+    sch.compute_at(e, sch.sample_compute_location(e, decision=0))
+    assert "e = allocate([1, 20]" in str(sch.lower())
+    assert_equivalent(sch)
 
 
 def test_a_consumer_after_an_iteration_that_produced_nothing_computes_nothing():
