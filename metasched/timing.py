@@ -32,16 +32,34 @@ def repeat_seconds(fn: Callable[[], object], repeat: int = 5, min_repeat_seconds
     per_call = []
     for _ in range(repeat):
         started = time.perf_counter()
-        if calls is not None:
+        made = number
+        if calls is not None and adapt:
+            made = _calls_in_parts(calls, number, started, 4 * min_repeat_seconds)
+        elif calls is not None:
             calls(number)
         else:
             for _ in range(number):
                 fn()
         elapsed = time.perf_counter() - started
-        per_call.append(elapsed / number)
+        per_call.append(elapsed / made)
         if adapt and elapsed < min_repeat_seconds:
-            number = _calls_to_fill(min_repeat_seconds, elapsed / number, number)
+            number = _calls_to_fill(min_repeat_seconds, elapsed / made, number)
     return per_call
+
+
+def _calls_in_parts(calls: Callable[[int], object], number: int, started: float, limit: float) -> int:
+    """``number`` calls made by ``calls`` in eight parts, stopping after a part once ``limit``
+    seconds have passed since ``started``; how many were made. The count came from the time
+    of a few calls: a kernel whose later calls wait (its threads on a loaded core) would
+    otherwise run a count meant for microseconds at milliseconds each."""
+    made, part = 0, max(1, number // 8)
+    while made < number:
+        step = min(part, number - made)
+        calls(step)
+        made += step
+        if time.perf_counter() - started > limit:
+            break
+    return made
 
 
 def _calls_to_fill(seconds: float, per_call: float, at_least: int) -> int:

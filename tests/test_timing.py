@@ -36,3 +36,25 @@ def test_speeds_keep_three_significant_digits():
     assert timing.format_gflops(206.4e9, 1.0) == "206.4 GFLOP/s"
     assert timing.format_gflops(8, 3.47e-7) == "0.0231 GFLOP/s"  # not "0.0 GFLOP/s"
     assert timing.format_gflops(2e9, 1.0) == "2.00 GFLOP/s"  # its zeros are digits too
+
+
+def test_calls_in_a_loop_stop_early_when_each_takes_far_longer_than_the_first():
+    # The count comes from one quick call (1 us); the loop's calls then take 100 us each (a
+    # kernel whose threads wait for a loaded core). A repeat stops once it has run 4 times
+    # its minimum, and its time is per call made.
+    import time
+    made = []
+
+    def calls(n):
+        made.append(n)
+        time.sleep(n * 1e-4)
+
+    seconds = timing.repeat_seconds(lambda: None, repeat=2, min_repeat_seconds=0.01, warm_seconds=1e-6, calls=calls)
+    assert sum(made) < 2 * 10_000 // 4  # the count was 10,000 a repeat
+    assert all(1e-4 <= s < 3e-4 for s in seconds)
+
+
+def test_calls_in_a_loop_make_the_count_asked_for():
+    made = []
+    seconds = timing.repeat_seconds(lambda: None, repeat=3, number=7, warm_seconds=0.0, calls=made.append)
+    assert made == [7, 7, 7] and len(seconds) == 3
