@@ -162,12 +162,12 @@ def test_space_samples_match_the_reference(name):
 
 
 # A wrong answer that test_space_samples_match_the_reference found (a sample of cpu_default
-# for deeplab_dilated_conv at SMALL, cut down to the steps that still go wrong): at opt_level 3
-# only, on this AVX2 host, the kernel adds memory from before X. The lowered program is right
-# and so is the IR we emit; once LLVM's loop-unroll has made the lane masks of the 16-lane
-# masked loads of X partly constant, the machine code loads a half whose mask is all false
-# without its mask, as far as we can tell. Not strict: other vector widths split the lanes
-# otherwise and may not meet it.
+# for deeplab_dilated_conv at SMALL, cut down to the steps that still went wrong): at opt_level
+# 3, on an AVX2 host (znver3, LLVM 22.1.0), the kernel added memory from before X. The lowered
+# program and our IR were right; once LLVM's loop-unroll had made the lane masks of 16-lane
+# masked loads of X partly constant, the machine code loaded an 8-lane half whose mask was all
+# false without its mask. The code generator now emits masked loads and stores a vector
+# register at a time (``codegen.vector``), which LLVM folds whole.
 DEEPLAB_WRONG_KERNEL = """
 b3 = sch.get_block("Y")
 l4, l5, l6, l7, l8, l9, l10 = sch.get_loops(b3)
@@ -201,7 +201,6 @@ sch.vectorize(l109)
 """
 
 
-@pytest.mark.xfail(reason="miscompiled masked load (see DEEPLAB_WRONG_KERNEL)", strict=False)
 def test_deeplab_masked_load_kernel_matches_the_reference():
     assert_computes_the_layer(metasched.replay(small("deeplab_dilated_conv"), Trace.parse(DEEPLAB_WRONG_KERNEL)))
 

@@ -171,9 +171,13 @@ class ChunkEmitter:
             if self.mask is None:
                 self.b.store(value, pointer, align=ELEMENT_BYTES[buffer.dtype])
                 return
-            fn = ctx.intrinsic("llvm.masked.store", VOID, [vector_type, PTR, I32, self.mask.type],
-                               [vector_type, PTR])
-            self.b.call(fn, [value, pointer, align, self.mask])
+            element = llvm_type(buffer.dtype)
+            for start, lanes in self._register_parts(buffer.dtype):
+                part_type = llvm_type(buffer.dtype, lanes)
+                fn = ctx.intrinsic("llvm.masked.store", VOID, [part_type, PTR, I32, ir.VectorType(I1, lanes)],
+                                   [part_type, PTR])
+                self.b.call(fn, [self._lanes(value, start, lanes), self.b.gep(pointer, [i64(start)], source_etype=element),
+                                 align, self._lanes(self.mask, start, lanes)])
             return
         pointers = self.pointers(base, llvm_type(buffer.dtype), spread)
         fn = ctx.intrinsic("llvm.masked.scatter", VOID,
@@ -224,6 +228,31 @@ class ChunkEmitter:
             false_value = side(e.false_value)()
         return self.b.select(cond, true_value, false_value)
 
+    def _register_parts(self, dtype: str) -> list[tuple[int, int]]:
+        """(first lane, lanes) of each vector register's worth of this chunk's lanes: a
+        masked load or store is emitted a register at a time. LLVM 22, left to split a wider
+        one, made a half whose mask loop unrolling had made all false into a plain load on
+        AVX2 (a wrong answer reading before the tensor); one of a register's width it folds
+        away whole."""
+        width = max(1, host_vector_bits() // (8 * ELEMENT_BYTES[dtype]))
+        return [(start, min(width, self.lanes - start)) for start in range(0, self.lanes, width)]
+
+    def _lanes(self, vector: ir.Value, start: int, lanes: int) -> ir.Value:
+        """Lanes ``start`` to ``start + lanes`` of ``vector`` (itself when that is all of it)."""
+        if start == 0 and lanes == self.lanes:
+            return vector
+        return self.b.shuffle_vector(vector, vector, _indices(range(start, start + lanes)))
+
+    def _joined(self, parts: list[ir.Value]) -> ir.Value:
+        """The vectors ``parts`` end to end, as one vector of this chunk's lanes."""
+        joined = parts[0]
+        for part in parts[1:]:
+            have, more = lanes_of(joined), lanes_of(part)
+            if more < have:  # shufflevector joins vectors of one width: widen the short one
+                part = self.b.shuffle_vector(part, part, _indices([min(k, more - 1) for k in range(have)]))
+            joined = self.b.shuffle_vector(joined, part, _indices([*range(have), *range(have, have + more)]))
+        return joined
+
     def _load(self, e: Load) -> ir.Value:
         buffer, base = self.fe.buffer(e.buffer)
         offset = flat_index(buffer, e.indices)
@@ -241,9 +270,14 @@ class ChunkEmitter:
             if self.mask is None:
                 value = self.b.load(pointer, align=ELEMENT_BYTES[buffer.dtype], typ=vector_type)
             else:
-                fn = ctx.intrinsic("llvm.masked.load", vector_type,
-                                   [PTR, I32, self.mask.type, vector_type], [vector_type, PTR])
-                value = self.b.call(fn, [pointer, align, self.mask, zero])
+                parts = []
+                for start, lanes in self._register_parts(buffer.dtype):
+                    part_type = llvm_type(buffer.dtype, lanes)
+                    fn = ctx.intrinsic("llvm.masked.load", part_type,
+                                       [PTR, I32, ir.VectorType(I1, lanes), part_type], [part_type, PTR])
+                    parts.append(self.b.call(fn, [self.b.gep(pointer, [i64(start)], source_etype=element), align,
+                                                  self._lanes(self.mask, start, lanes), const(part_type, 0.0)]))
+                value = self._joined(parts)
         else:
             pointers = self.pointers(base, element, spread)
             mask_type = ir.VectorType(I1, self.lanes)
@@ -252,6 +286,12 @@ class ChunkEmitter:
                                [vector_type, pointers.type])
             value = self.b.call(fn, [pointers, align, self.full_mask(), zero])
         return ops.convert(self.b, value, e.dtype)
+
+
+def _indices(lanes) -> ir.Constant:
+    """A shufflevector's mask: the lanes to take, in order."""
+    lanes = list(lanes)
+    return ir.Constant(ir.VectorType(I32, len(lanes)), lanes)
 
 
 _STMT = {Seq: ChunkEmitter._seq, IfThenElse: ChunkEmitter._if, Store: ChunkEmitter._store}
