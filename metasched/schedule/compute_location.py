@@ -207,9 +207,10 @@ def compute_at(state: ScheduleState, stage: StageState, target: StageState, loop
             raise ScheduleError(f"{primitive}: block {reader.name} also reads {stage.buffer} and does not run inside "
                                 f"loop {loop.name} of {target.name}; every block that reads {stage.name} must "
                                 f"(compute {reader.name} at that loop or inside it first)")
-        if reader is not target and state.stages.index(reader) < state.stages.index(stage):  # it would run first
-            raise ScheduleError(f"{primitive}: block {reader.name} runs before {stage.name} in "
-                                f"loop {loop.name}; compute {reader.name} at the root and back again")
+        for running in chain:  # blocks computed at one loop run in stage order
+            if state.stages.index(running) < state.stages.index(stage):
+                raise ScheduleError(f"{primitive}: block {running.name} runs before {stage.name} in "
+                                    f"loop {loop.name}; compute {running.name} at the root and back again")
         for running in chain:
             reach.update(loop_reach(running, None))
         spatial, reduce = axis_indices(reader)
