@@ -176,8 +176,8 @@ class ChunkEmitter:
                 part_type = llvm_type(buffer.dtype, lanes)
                 fn = ctx.intrinsic("llvm.masked.store", VOID, [part_type, PTR, I32, ir.VectorType(I1, lanes)],
                                    [part_type, PTR])
-                self.b.call(fn, [self._lanes(value, start, lanes), self.b.gep(pointer, [i64(start)], source_etype=element),
-                                 align, self._lanes(self.mask, start, lanes)])
+                part = self.b.gep(pointer, [i64(start)], source_etype=element)
+                self.b.call(fn, [self._lanes(value, start, lanes), part, align, self._lanes(self.mask, start, lanes)])
             return
         pointers = self.pointers(base, llvm_type(buffer.dtype), spread)
         fn = ctx.intrinsic("llvm.masked.scatter", VOID,
