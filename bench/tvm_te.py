@@ -150,37 +150,6 @@ def prim_func(workload) -> T.PrimFunc:
 BENCH = Path(__file__).resolve().parent
 OPS = BENCH / "ops"
 
-# Small sizes of each operator of bench/ops: a few channels and pixels, odd where the shapes
-# allow, keeping each operator's kernel size, stride, padding, dilation and grouping (the groups
-# fewer, of 2-3 channels); the rest keep their defaults.
-OPS_SMALL = {
-    "bert_av": dict(HEADS=2, SEQ=7, D=5),
-    "bert_dense_b1": dict(M=1, K=9, N=11),
-    "bert_ffn_b1": dict(M=1, K=9, N=13),
-    "bert_ffn_b128": dict(M=5, K=9, N=13),
-    "bert_layernorm": dict(M=5, N=11),
-    "bert_output_b128": dict(M=5, K=13, N=9),
-    "bert_qk": dict(HEADS=2, SEQ=7, D=5),
-    "bert_softmax": dict(HEADS=2, SEQ=7),
-    "dcgan_conv_transpose": dict(C=3, H=5, W=4, F=5),
-    "deeplab_dilated_conv": dict(C=3, H=9, W=8, F=4),
-    "densenet_avgpool": dict(C=3, H=9, W=8),
-    "mobilenet_v2_depthwise": dict(C=3, H=7, W=6),
-    "mobilenet_v2_depthwise_s2": dict(C=3, H=9, W=8),
-    "mobilenet_v2_pointwise": dict(C=3, H=5, W=6, F=7),
-    "r3d18_conv3d": dict(C=3, T=2, H=5, W=4, F=4),
-    "resnet18_conv_bn_relu": dict(C=3, H=6, W=5, F=4),
-    "resnet50_conv1x1": dict(C=5, H=6, W=5, F=4),
-    "resnet50_conv3x3": dict(C=3, H=6, W=5, F=4),
-    "resnet50_conv3x3_s2": dict(C=3, H=9, W=8, F=4),
-    "resnet50_downsample": dict(C=5, H=9, W=8, F=6),
-    "resnet50_global_avgpool": dict(C=5, H=7, W=7),
-    "resnet50_maxpool": dict(C=3, H=9, W=8),
-    "resnet50_stem": dict(C=3, H=17, W=16, F=4),
-    "resnext50_group_conv": dict(C=8, H=6, W=5, F=12, G=4),
-    "resnext50_group_conv_s2": dict(C=6, H=9, W=8, F=9, G=3),
-    "wav2vec2_conv1d": dict(C=3, L=19, F=4),
-}
 
 # What the suite leaves out, in float32 and in float64: two outputs, a product and a min reduction, pow, log,
 # tanh, sigmoid, abs, sqrt, exp, erf, rsqrt, negation, indices used as values, a condition
@@ -213,16 +182,17 @@ workload untaken_far_load(N = 2048, AT = 1000, FAR = 524288) {
 
 def check_workloads() -> list:
     """The workloads ``--check`` builds: the built-in suite at the tests' small sizes, then
-    every ``bench/ops/*.tensor`` at ``OPS_SMALL``'s sizes, then ``_TOUR``."""
+    every ``bench/ops/*.tensor`` at ``ops_torch.SMALL``'s sizes, then ``_TOUR``."""
     import metasched
     from metasched import workloads
 
     sys.path.insert(0, str(BENCH.parent / "tests"))
     from conftest import SMALL_PARAMS
+    from ops_torch import SMALL
 
     found = [workloads.get(name, **SMALL_PARAMS[name]) for name in workloads.names()]
     for path in sorted(OPS.glob("*.tensor")):
-        found.append(metasched.parse(path.read_text(), path.stem, file=str(path), **OPS_SMALL[path.stem]))
+        found.append(metasched.parse(path.read_text(), path.stem, file=str(path), **SMALL[path.stem]))
     return found + [metasched.parse(_TOUR.format(dtype=dtype)) for dtype in ("float32", "float64")]
 
 
