@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import environment  # noqa: E402
-from ops_torch import load, suite, torch_op  # noqa: E402
+from ops_torch import layer_inputs, load, suite, torch_op  # noqa: E402
 from peak import fma_peak  # noqa: E402
 
 import metasched  # noqa: E402
@@ -54,16 +54,6 @@ except ImportError:  # not the venv's Python
 
 LARGE_MATMULS = ("bert_ffn_b128", "bert_output_b128")
 SETTLE_SECONDS = 0.1
-
-
-def inputs_of(wl) -> list[np.ndarray]:
-    """The workload's random inputs (seed 0), with a batch norm's variance made positive, as a
-    trained network's is (a negative one makes NaNs, which check nothing)."""
-    inputs = list(wl.random_inputs(seed=0))
-    for k, decl in enumerate(wl.inputs):
-        if decl.name == "var":
-            inputs[k] = np.abs(inputs[k]) + np.asarray(0.1, dtype=inputs[k].dtype)
-    return inputs
 
 
 def tune_ours(wl, trials: int, folder: Path) -> float:
@@ -89,7 +79,7 @@ def tune_tvm(wl, trials: int, folder: Path) -> tuple[str, float]:
 
 def sides(wl, db: Path, tvm_library) -> dict:
     """``label -> fn()`` running each side once on the same inputs, each checked first."""
-    inputs = inputs_of(wl)
+    inputs = layer_inputs(wl)
     expected = wl.reference(*inputs)
     kernel = metasched.build(wl, database=str(db))
     assert_outputs_close(wl, kernel(*inputs, poison=True), expected)

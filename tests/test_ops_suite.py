@@ -18,7 +18,7 @@ from metasched.space import cpu_default
 from metasched.testing import POISONED, assert_equivalent, samples, schedules
 
 sys.path.append(str(Path(__file__).resolve().parents[1] / "bench"))
-from ops_torch import SMALL, load, suite, torch, torch_op  # noqa: E402
+from ops_torch import SMALL, layer_inputs, load, suite, torch, torch_op  # noqa: E402
 
 # What shapes a layer, which SMALL leaves at the files' values (K too in the 1-D convolution,
 # where it is the kernel size; elsewhere it is a reduction's length).
@@ -33,17 +33,6 @@ FAST_EXAMPLES = 6
 
 def small(name: str, **params: int) -> metasched.Workload:
     return load(name, **{**SMALL[name], **params})
-
-
-def layer_inputs(wl: metasched.Workload, seed: int = 0) -> list[np.ndarray]:
-    """Random inputs with a batch norm's variances made positive, as a layer's are: random
-    ones are negative about half the time, and such a channel is NaN everywhere alike, so it
-    would check nothing."""
-    inputs = wl.random_inputs(seed)
-    for decl, x in zip(wl.inputs, inputs):
-        if decl.name == "var":
-            np.abs(x, out=x)
-    return inputs
 
 
 def assert_computes_the_layer(sch: metasched.Schedule) -> None:
