@@ -62,7 +62,7 @@ def _factors(draw: Callable, extent: int) -> list[Optional[int]]:
 STEPS = ("split", "split", "sample_tile_split", "fuse", "reorder", "parallel", "vectorize", "unroll",
          "compute_inline", "reverse_compute_inline", "reverse_compute_inline", "compute_at",
          "reverse_compute_at", "reverse_compute_at", "sample_compute_location", "cache_read", "cache_write",
-         "rfactor", "rfactor", "annotate", "unannotate", "get_producers", "get_consumers")
+         "transform_layout", "rfactor", "rfactor", "annotate", "unannotate", "get_producers", "get_consumers")
 
 
 def _block(draw: Callable, sch: Schedule) -> BlockRV:
@@ -98,6 +98,9 @@ def _step(draw: Callable, sch: Schedule) -> None:
         block = _block(draw, sch)
         index = draw(st.integers(0, 2)) if kind == "cache_read" else 0
         getattr(sch, kind)(block, index, draw(st.sampled_from(["global", "local"])))
+    elif kind == "transform_layout":
+        block = _block(draw, sch)
+        sch.transform_layout(block, list(draw(st.permutations(range(len(analysis.block(sch, block).shape))))))
     elif kind == "annotate":
         target = _block(draw, sch) if draw(st.booleans()) else _loop(draw, sch)
         if target is not None:

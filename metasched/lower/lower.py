@@ -13,7 +13,8 @@ Root stages run one after another in stage order. For each stage:
    before the outermost reduction loop, in a nest of the spatial loops that lie inside it.
 
 A stage attached with ``compact`` gets its buffer at its attach point, shaped like its
-region; its consumer's loads are shifted by the region's start.
+region; its consumer's loads are shifted by the region's start. Last, buffers given another
+layout (``transform_layout``) have their dimensions reordered (``layout.permuted``).
 
 ``with_kinds`` gives the program of a state whose loops changed only in kind (``parallel``,
 ``vectorize``, ``unroll``) from the program lowered before, without lowering again.
@@ -30,6 +31,7 @@ from metasched.ir.analysis import as_affine, free_vars, from_affine, int_bounds,
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children, rebuild
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
+from metasched.lower.layout import permuted
 from metasched.lower.bounds import Span, axis_indices, loop_reach, loop_var, region
 from metasched.lower.state import IterVar, ScheduleState, Split, StageState
 
@@ -48,7 +50,8 @@ def lower(state: ScheduleState) -> PrimFunc:
                        if not s.statement.is_output and not (s.attach is not None and s.attach.compact)
                        and owns[id(s)] is None)
     annotations = {s.name: dict(s.annotations) for s in state.stages if s.annotations}
-    return PrimFunc(wl.name, inputs, outputs, workspaces, body, {"block_annotations": annotations})
+    func = PrimFunc(wl.name, inputs, outputs, workspaces, body, {"block_annotations": annotations})
+    return permuted(func, {s.buffer: s.layout for s in state.stages if s.layout is not None})
 
 
 def own_compaction(state: ScheduleState, stage: StageState) -> Optional[tuple[IterVar, list[Span]]]:

@@ -71,7 +71,8 @@ class Attach:
 class StageState:
     """One block: the statement it computes (``statement.name`` is the buffer it writes) and
     its loops: ``axes`` are its original loops (spatial, then reduction), ``leaves`` the loops
-    it runs now, outermost first. ``scope`` is ``"global"`` or ``"local"``."""
+    it runs now, outermost first. ``scope`` is ``"global"`` or ``"local"``. ``layout``: the
+    order its buffer's dimensions are stored in (``transform_layout``), None for as written."""
 
     name: str
     statement: Statement
@@ -81,6 +82,7 @@ class StageState:
     scope: str = "global"
     attach: Optional[Attach] = None
     annotations: dict[str, object] = field(default_factory=dict)
+    layout: Optional[tuple[int, ...]] = None
 
     @property
     def buffer(self) -> str:
@@ -172,7 +174,8 @@ class ScheduleState:
                 else:
                     relations.append(Fuse(tuple(map(clone, r.children)), clone(r.fused)))
             clones[id(s)] = StageState(s.name, s.statement, [clone(a) for a in s.axes], relations,
-                                             [clone(lv) for lv in s.leaves], s.scope, None, dict(s.annotations))
+                                             [clone(lv) for lv in s.leaves], s.scope, None, dict(s.annotations),
+                                             s.layout)
         for s in self.stages:
             if s.attach is not None:
                 a = s.attach

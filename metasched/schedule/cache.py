@@ -78,5 +78,6 @@ def cache_write(state: ScheduleState, stage: StageState, write_index: int, scope
     stage.scope = scope
     copy = _copy_stage(state, name, name, old.shape, old.dtype, old.is_output, "global")
     copy.statement = replace(copy.statement, name=old.name)
+    copy.layout, stage.layout = stage.layout, None  # the copy now writes the laid-out buffer
     state.stages.insert(state.stages.index(stage) + 1, copy)
     return copy

@@ -151,6 +151,7 @@ def reverse_compute_inline(state: ScheduleState, stage: StageState) -> None:
     body = _folded(st.body, renames, pst.name, pst.body)
     producer.statement = replace(pst, name=st.name, body=body, is_output=st.is_output)
     producer.scope = stage.scope
+    producer.layout = stage.layout  # the producer now writes the block's buffer
     state.stages.remove(stage)
 
 

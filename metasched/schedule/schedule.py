@@ -26,7 +26,7 @@ from metasched.ir.limits import fits_int64
 from metasched.ir.stmt import ForKind, PrimFunc
 from metasched.lang.workload import Workload
 from metasched.lower import Fuse, IterVar, ScheduleState, Split, StageState, lower, with_kinds
-from metasched.schedule import analysis, cache, compute_location, rfactor as rfactor_impl, sampling
+from metasched.schedule import analysis, cache, compute_location, layout, rfactor as rfactor_impl, sampling
 from metasched.schedule.instruction import (BlockRV, Decided, ExprRV, Instruction, InstructionKind, LoopRV, RV,
                                             is_int, primitive)
 from metasched.schedule.trace import Trace
@@ -504,6 +504,14 @@ class Schedule:
         made = cache.cache_write(self._state, stage, write_index, scope)
         rv = self._new(BlockRV, made)
         return rv
+
+    @primitive("TransformLayout")
+    def transform_layout(self, block: BlockRV, order: list[int]) -> None:
+        """Store the buffer ``block`` writes (an intermediate) with its dimensions in ``order``:
+        dimension ``k`` of the stored buffer is dimension ``order[k]`` as written. Every access
+        reads and writes the same elements as before; only their addresses change (TVM's
+        ``transform_layout`` with an index map that permutes)."""
+        layout.transform_layout(self._state, self._stage(block, "transform_layout"), order)
 
     @primitive("RFactor")
     def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:

@@ -520,3 +520,55 @@ def test_a_consumer_after_an_iteration_that_produced_nothing_computes_nothing():
     sch.reverse_compute_at(sch.get_block("D"), i1)
     assert "if i1 + i_0 * 2 + i_1 < 3:" in lines(sch)
     assert_equivalent(sch)
+
+
+def test_transform_layout_reorders_every_access_of_the_buffer_and_its_allocation():
+    wl = workloads.get("batch_matmul", BATCH=2, M=5, N=6, K=3)
+    sch = Schedule(wl)
+    c = sch.get_block("C")
+    b, i, j, k = sch.get_loops(c)
+    cache = sch.cache_read(c, 1, "global")
+    sch.compute_at(cache, b)
+    sch.transform_layout(cache, [0, 2, 1])
+    text = lines(sch)
+    assert "B_global = allocate([1, 6, 3], 'float32')" in text  # the panel of one b, [b, j, k]
+    assert any(line.startswith("B_global[ax0, ax2, ax1] = B[") for line in text)
+    assert_equivalent(sch)
+    # A second transform composes with the first; the identity leaves the program as written.
+    sch.transform_layout(cache, [0, 2, 1])
+    assert "B_global = allocate([1, 3, 6], 'float32')" in lines(sch)
+    assert_equivalent(sch)
+
+
+def test_transform_layout_follows_the_buffer_when_a_cache_or_a_fold_takes_it_over():
+    wl = workloads.get("dense_bias_relu", M=5, K=7, N=10)
+    sch = Schedule(wl)
+    y = sch.get_block("Y")
+    sch.transform_layout(y, [1, 0])
+    sch.cache_write(y, 0, "local")  # the copy now writes Y, laid out as asked; Y_local as written
+    assert "Y[ax1, ax0] = Y_local[ax0, ax1]" in lines(sch)
+    assert_equivalent(sch)
+    # Folded into its producer, an output keeps its layout: the producer's is dropped.
+    chain = metasched.parse("""workload chain(M = 3, N = 4) {
+        input X: float32[M, N]
+        A[i, j] = X[i, j] * 2.0
+        output B[i, j] = A[i, j] + 1.0
+    }""")
+    sch = Schedule(chain)
+    sch.transform_layout(sch.get_block("A"), [1, 0])
+    assert "A[j, i] = X[i, j] * 2.0" in lines(sch)
+    sch.reverse_compute_inline(sch.get_block("B"))
+    assert "B[i, j] = X[i, j] * 2.0 + 1.0" in lines(sch)
+    assert_equivalent(sch)
+
+
+def test_transform_layout_refuses_an_output_and_orders_that_are_not_permutations():
+    wl = workloads.get("dense_bias_relu", M=5, K=7, N=10)
+    sch = Schedule(wl)
+    before = str(sch)
+    with pytest.raises(ScheduleError, match="writes output Z"):
+        sch.transform_layout(sch.get_block("Z"), [1, 0])
+    for order in ([0], [0, 0], [0, 2], "10", [True, False]):
+        with pytest.raises(ScheduleError, match="a permutation of 0..1"):
+            sch.transform_layout(sch.get_block("Y"), order)
+    assert str(sch) == before

@@ -34,6 +34,7 @@ def every_kind(wl):
     a_cache = sch.cache_read(partial, 1, "global")
     where = sch.sample_compute_location(a_cache)
     sch.compute_at(a_cache, where)
+    sch.transform_layout(a_cache, [1, 0])
     step = sch.sample_categorical([0, 16], [0.5, 0.5])
     sch.annotate(c, "unroll_step", step)
     sch.annotate(c, "note", 1)
