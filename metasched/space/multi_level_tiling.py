@@ -63,6 +63,12 @@ class MultiLevelTiling(ScheduleRule):
       ``cached_matmul`` does; the other levels keep the axes' order. Not in MetaSchedule's
       CPU space.
 
+      An operand read across its memory order (``K[b, j, d]`` of ``Q K^T``, a dense layer's
+      weight ``W[j, k]``: ``transposed_reads``) is packed the same way and stored transposed
+      (``transform_layout``), the last spatial axis last: its vectorized loads are then
+      contiguous instead of gathers. Only where the copy pays: each element packed serves at
+      least ``MIN_PANEL_REUSE`` rows (a dense layer at batch 1 reads each weight once).
+
       The place is fixed, not sampled: sampled, searches settled on a place inside the
       reduction, copying a slice of the panel for every row tile, and never left it (the
       compute-location mutator moves it in 5% of mutants, and the cost model scores the
@@ -111,11 +117,14 @@ class MultiLevelTiling(ScheduleRule):
         if not needs_tiling(info):
             return [sch]
         sch.annotate(block, TILING_STRUCTURE, self.structure)
-        panels = packable_reads(info) if self.pack_panels else []
+        transposed = transposed_reads(info) if self.pack_panels else {}
+        panels = packable_reads(info) + list(transposed) if self.pack_panels else []
         tiles = self._tile(sch, block, info, panels)
         for buffer in panels:
             panel = sch.cache_read(block, analysis.block(sch, block).reads.index(buffer), "global")
             sch.compute_at(panel, _panel_loop(tiles[self.structure.index("S")], info, panels, buffer))
+            if buffer in transposed:
+                sch.transform_layout(panel, transposed[buffer])
         return [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
 
     def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo, panels: list[str]) -> Tiles:
@@ -184,6 +193,37 @@ def unreused_axes(info: BlockInfo) -> tuple[int, ...]:
     if not info.accesses:
         return ()
     return tuple(k for k, axis in enumerate(info.spatial[:-1]) if all(axis.name in acc.axes for acc in info.accesses))
+
+
+# A transposed panel is packed only when each element copied serves at least this many
+# iterations of the axes that do not index it (rows of a dense layer's batch).
+MIN_PANEL_REUSE = 8
+
+
+def transposed_reads(info: BlockInfo) -> dict[str, list[int]]:
+    """The tensors ``info``'s block reads, each time exactly at axis variables, with a
+    reduction axis indexing their last dimension and the block's last spatial axis another
+    (``K`` of ``S[b, i, j] += Q[b, i, d] * K[b, j, d]``), where the spatial axes that do not
+    index the tensor iterate at least ``MIN_PANEL_REUSE`` times; each with the order of its
+    dimensions that puts the last spatial axis's last (``[0, 2, 1]``)."""
+    reduction = {axis.name for axis in info.reduction}
+    innermost = info.innermost_axis
+    found = {}
+    for buffer in info.reads:
+        reads = [acc for acc in info.accesses if acc.buffer == buffer]
+        first = reads[0].axes
+        if not all(acc.exact and acc.axes == first for acc in reads):
+            continue
+        if first[-1] not in reduction or innermost not in first[:-1]:
+            continue
+        reuse = 1
+        for axis in info.spatial:
+            if axis.name not in first:
+                reuse *= axis.extent
+        if reuse >= MIN_PANEL_REUSE:
+            moved = first.index(innermost)
+            found[buffer] = [d for d in range(len(first)) if d != moved] + [moved]
+    return found
 
 
 def packable_reads(info: BlockInfo) -> list[str]:

@@ -19,7 +19,7 @@ from golden import check_golden
 from metasched import ScheduleError, parse, replay, workloads
 from metasched.schedule import analysis
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, RandomComputeLocation
-from metasched.space.multi_level_tiling import needs_tiling, packable_reads, unreused_axes
+from metasched.space.multi_level_tiling import needs_tiling, packable_reads, transposed_reads, unreused_axes
 from metasched.testing import assert_equivalent
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
@@ -439,3 +439,51 @@ def test_rules_raise_only_schedule_error_on_an_inlined_block():
         sch.compute_inline(block)
         with pytest.raises(ScheduleError):
             rule.apply(sch, block)
+
+
+# Operands read across their memory order, as attention and a dense layer with [out, in]
+# weights read them; odd sizes, with enough rows (9) for the panel to be packed.
+QK_TEXT = """workload qk(H = 2, S = 9, D = 5) {
+    input Q: float32[H, S, D]
+    input K: float32[H, S, D]
+    output Z[b, i, j] += Q[b, i, d] * K[b, j, d]
+}"""
+DENSE_T_TEXT = """workload dense_t(M = 9, K = 7, N = 10) {
+    input X: float32[M, K]
+    input W: float32[N, K]
+    input bias: float32[N]
+    Y[i, j] += X[i, k] * W[j, k]
+    output Z[i, j] = max(Y[i, j] + bias[j], 0.0)
+}"""
+
+
+@pytest.mark.parametrize("wl, block, transposed", [
+    (parse(QK_TEXT), "Z", {"K": [0, 2, 1]}), (parse(DENSE_T_TEXT), "Y", {"W": [1, 0]}),
+    # B[k, j] is read along its memory order: packed as it is (packable_reads), not transposed.
+    (workloads.get("matmul_relu"), "C", {}),
+    # One row (a dense layer at batch 1), or 7: each packed weight would serve too few rows
+    # for the copy to pay.
+    (parse(DENSE_T_TEXT, M=1), "Y", {}), (parse(DENSE_T_TEXT, M=7), "Y", {}),
+    (parse(QK_TEXT, S=7), "Z", {}),
+])
+def test_transposed_reads_are_operands_read_across_their_order_by_enough_rows(wl, block, transposed):
+    sch = PostOrderApply(rules=[AutoInline()]).generate(wl)[0]
+    assert transposed_reads(analysis.block(sch, sch.get_block(block))) == transposed
+
+
+@pytest.mark.parametrize("text, copy", [(QK_TEXT, "K_global[ax0, ax2, ax1] = K["),
+                                        (DENSE_T_TEXT, "W_global[ax1, ax0] = W[")])
+def test_a_transposed_panel_is_stored_with_the_vector_axis_last_and_computes_the_reference(text, copy):
+    wl = parse(text)
+    rule = MultiLevelTiling(pack_panels=True)
+    sketches = PostOrderApply(rules=[AutoInline(), rule]).generate(wl)
+    for sketch in sketches:
+        assert "transform_layout(" in str(sketch.trace)
+        for tile in (outer_tiles, tile_one):
+            (sch,) = every_compute_location(wl, sketch.trace, tile=tile)
+            # The panel's reduction dimension before the columns of its tile: the block's
+            # vector axis indexes the panel's last dimension, contiguous.
+            assert copy in str(sch.lower())
+            assert_equivalent(sch)
+        for seed in range(3):
+            assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=np.random.default_rng(seed)))
