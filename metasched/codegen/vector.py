@@ -8,7 +8,8 @@ vector variable become vectors, the rest stays scalar (``uniform``) and is splat
 meets a vector.
 
 Memory: an offset ``1*var + rest`` is a contiguous vector load/store, ``0*var + rest`` a scalar
-load (splatted), anything else a gather/scatter. Conditions on the vector variable become lane
+load (splatted), a load of ``c*var + rest`` with a small stride ``c`` one contiguous load and a
+shuffle, anything else a gather/scatter. Conditions on the vector variable become lane
 masks (``mask``, AND-ed when nested): loads under a mask are masked loads/gathers, stores masked
 stores/scatters, so an inactive lane never touches memory (this is how padding and guards of
 imperfect splits stay in bounds). Uniform conditions become real branches.
@@ -36,6 +37,10 @@ from metasched.ir.analysis import free_vars, loads, substitute
 from metasched.ir.expr import BinOp, Call, Cast, Expr, IntImm, Load, Neg, Not, Select, Var
 from metasched.ir.stmt import For, IfThenElse, Seq, Stmt, Store
 from metasched.ir.vectorizable import chunk_plan, lane_limit, vector_fallback_reason
+
+# Loads whose lanes lie at most this many elements apart are shuffled out of contiguous loads
+# (``ChunkEmitter._strided``); farther apart, gathered.
+MAX_SHUFFLED_STRIDE = 4
 
 if TYPE_CHECKING:
     from metasched.codegen.emit import FunctionEmitter
@@ -120,12 +125,15 @@ class ChunkEmitter:
         if form is None:
             return None, self.vector(self.expr(offset))
         coefficient, rest = form
-        first = ops.int_arith(self.b, "+", self.fe.expr(rest),
-                              ops.int_arith(self.b, "*", self.base, i64(coefficient)))
+        first = self.first_offset(coefficient, rest)
         if coefficient == 1:
             return first, None
         steps = i64_vector([coefficient * k for k in range(self.lanes)], "index step")
         return None, self.b.add(splat(self.b, first, self.lanes), steps)
+
+    def first_offset(self, coefficient: int, rest: Expr) -> ir.Value:
+        """Lane 0's offset of ``coefficient * var + rest``."""
+        return ops.int_arith(self.b, "+", self.fe.expr(rest), ops.int_arith(self.b, "*", self.base, i64(coefficient)))
 
     def pointers(self, base: ir.Value, element: ir.Type, offsets: ir.Value) -> ir.Value:
         # `getelementptr T, ptr %base, <N x i64> %offsets` yields <N x ptr>; llvmlite cannot
@@ -253,6 +261,30 @@ class ChunkEmitter:
             joined = self.b.shuffle_vector(joined, part, _indices([*range(have), *range(have, have + more)]))
         return joined
 
+    def _strided(self, base: ir.Value, dtype: str, stride: int, rest: Expr) -> ir.Value:
+        """The lanes of a load whose elements lie ``stride`` apart (a convolution's input
+        under stride 2): every element from lane 0's to the last lane's loaded as one vector,
+        then every ``stride``-th taken by a shuffle. That is a few contiguous loads and
+        shuffles where a gather costs a load per lane, and it reads nothing outside the
+        tensor: only elements between two that the program reads."""
+        span = (self.lanes - 1) * stride + 1
+        element = llvm_type(dtype)
+        pointer = self.b.gep(base, [self.first_offset(stride, rest)], source_etype=element)
+        align = ELEMENT_BYTES[dtype]
+        width = max(1, host_vector_bits() // (8 * ELEMENT_BYTES[dtype]))
+        if span <= width:
+            whole = self.b.load(pointer, align=align, typ=llvm_type(dtype, span))
+            return self.b.shuffle_vector(whole, whole, _indices(range(0, span, stride)))
+        # Whole registers: one at each multiple of the width, the last one ending at the last
+        # lane's element (overlapping the one before it rather than reading past the span).
+        starts = [*range(0, span - width, width), span - width]
+        parts = [self.b.load(self.b.gep(pointer, [i64(start)], source_etype=element), align=align,
+                             typ=llvm_type(dtype, width)) for start in starts]
+        last = (len(starts) - 1) * width
+        where = [e if e < last else last + e - starts[-1] for e in range(0, span, stride)]
+        joined = self._joined(parts)
+        return self.b.shuffle_vector(joined, joined, _indices(where))
+
     def _load(self, e: Load) -> ir.Value:
         buffer, base = self.fe.buffer(e.buffer)
         offset = flat_index(buffer, e.indices)
@@ -263,6 +295,8 @@ class ChunkEmitter:
         vector_type = llvm_type(buffer.dtype, self.lanes)
         align = ir.Constant(I32, ELEMENT_BYTES[buffer.dtype])
         zero = const(vector_type, 0.0)
+        if form is not None and 1 < form[0] <= MAX_SHUFFLED_STRIDE and self.mask is None:
+            return ops.convert(self.b, self._strided(base, buffer.dtype, *form), e.dtype)
         first, spread = self.offsets(offset)
         ctx = self.fe.ctx
         if first is not None:
