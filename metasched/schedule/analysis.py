@@ -70,11 +70,13 @@ class AxisInfo:
 @dataclass(frozen=True)
 class Access:
     """One read of a tensor: its name, and per dimension the axis (by name) that indexes it
-    alone, or None; ``exact`` when every index is an axis variable with no offset."""
+    alone, or None; ``exact`` when every index is an axis variable with no offset; ``uses``
+    every axis its indices read."""
 
     buffer: str
     axes: tuple[Optional[str], ...]
     exact: bool
+    uses: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def _statement_facts(st: Statement) -> _StatementFacts:
     names = {a.name for a in st.axes + st.reduce_axes}
     body_loads = loads(st.body)
     accesses = tuple(Access(ld.buffer, tuple(_index_axis(i, names) for i in ld.indices),
-                            all(isinstance(i, Var) and i.name in names for i in ld.indices))
+                            all(isinstance(i, Var) and i.name in names for i in ld.indices),
+                            frozenset().union(*(free_vars(i) for i in ld.indices)) & names)
                      for ld in body_loads)
     own = tuple(a.name for a in st.axes)
     elementwise = not st.is_reduction and all(

@@ -57,7 +57,7 @@ def cpu_default() -> PostOrderApply:
             AddRFactor(max_jobs_per_core=16, max_innermost_factor=64, num_cores=None),
             MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, fuse_consumer_levels=(1, 2),
                              cache_write_levels=(1, 2), cache_scope="local", pack_panels=True,
-                             keep_unreused_axes_whole=True),
+                             keep_unreused_axes_whole=True, channel_vectors=True),
             ContiguousReduction(),
             TransposedReadTiling(max_tile=64),
             ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,

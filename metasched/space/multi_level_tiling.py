@@ -84,7 +84,12 @@ class MultiLevelTiling(ScheduleRule):
       stays whole at the outermost spatial level. Its iterations touch disjoint data, so its
       inner tiles reuse nothing; they only widen a tile's working set and take registers
       from the axes that do reuse. The last spatial axis is always tiled: it is the one
-      vectorized. False (the default): every spatial axis tiled, MetaSchedule's space."""
+      vectorized. False (the default): every spatial axis tiled, MetaSchedule's space.
+    * ``channel_vectors``: a convolution's block (``channel_vector_axis``) gets more forks,
+      one per level of ``cache_write_levels``, tiled with the output channel axis last at
+      every spatial level (the one vectorized), its weights packed transposed (channels
+      last) and its sums cached in a tile stored channels last (``transform_layout``). False
+      (the default): MetaSchedule's space, the last spatial axis always the vector one."""
 
     structure: str = "SSRSRS"
     max_innermost_factor: int = 64
@@ -94,6 +99,7 @@ class MultiLevelTiling(ScheduleRule):
     cache_scope: str = "local"
     pack_panels: bool = False
     keep_unreused_axes_whole: bool = False
+    channel_vectors: bool = False
 
     def __post_init__(self) -> None:
         _check_structure(self.structure)
@@ -108,7 +114,7 @@ class MultiLevelTiling(ScheduleRule):
                              f"tiles only), got {self.max_imperfect_innermost!r}")
         if self.cache_scope not in SCOPES:
             raise ValueError(f"MultiLevelTiling: cache_scope must be one of {SCOPES}, got {self.cache_scope!r}")
-        for flag in ("pack_panels", "keep_unreused_axes_whole"):
+        for flag in ("pack_panels", "keep_unreused_axes_whole", "channel_vectors"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"MultiLevelTiling: {flag} must be True or False, got {getattr(self, flag)!r}")
 
@@ -116,40 +122,63 @@ class MultiLevelTiling(ScheduleRule):
         info = analysis.block(sch, block)
         if not needs_tiling(info):
             return [sch]
+        vector = channel_vector_axis(info) if self.channel_vectors else None
+        other = sch.copy() if vector is not None else None
         sch.annotate(block, TILING_STRUCTURE, self.structure)
-        transposed = transposed_reads(info) if self.pack_panels else {}
-        panels = packable_reads(info) + list(transposed) if self.pack_panels else []
-        tiles = self._tile(sch, block, info, panels)
+        tiles = self._tile_and_pack(sch, block, info, info.innermost_axis)
+        forks = [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
+        if other is not None:
+            other.annotate(block, TILING_STRUCTURE, self.structure)
+            tiles = self._tile_and_pack(other, block, info, vector)
+            order = _last(len(info.spatial), [a.name for a in info.spatial].index(vector))
+            forks += self._cache_write(other, block, tiles, order)
+        return forks
+
+    def _tile_and_pack(self, sch: Schedule, block: BlockRV, info: BlockInfo, vector: str) -> Tiles:
+        """Tile the block with ``vector`` the last spatial axis of every level and pack its
+        panels (``pack_panels``)."""
+        transposed = transposed_reads(info, vector) if self.pack_panels else {}
+        panels = packable_reads(info, vector) + list(transposed) if self.pack_panels else []
+        tiles = self._tile(sch, block, info, panels, vector)
         for buffer in panels:
             panel = sch.cache_read(block, analysis.block(sch, block).reads.index(buffer), "global")
             sch.compute_at(panel, _panel_loop(tiles[self.structure.index("S")], info, panels, buffer))
             if buffer in transposed:
                 sch.transform_layout(panel, transposed[buffer])
-        return [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
+        return tiles
 
-    def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo, panels: list[str]) -> Tiles:
+    def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo, panels: list[str], vector: str) -> Tiles:
         """Split every loop into the levels of its kind with sampled factors (a kind with one
         level keeps its loop whole) and reorder the block's loops level by level, the outermost
-        spatial level with the axes of the ``panels`` to be packed first."""
+        spatial level with the axes of the ``panels`` to be packed first, the others in the
+        axes' order with ``vector`` last."""
         positions = {kind: [k for k, letter in enumerate(self.structure) if letter == kind] for kind in "SR"}
         tiles: Tiles = [[] for _ in self.structure]
+        owners: list[list[int]] = [[] for _ in self.structure]  # the loop number of each tile
         spatial = [k for k, loop_info in enumerate(info.loops) if not loop_info.is_reduction]
+        vector_k = [a.name for a in info.spatial].index(vector)
         whole = unreused_axes(info) if self.keep_unreused_axes_whole else ()
         for k, (loop, loop_info) in enumerate(zip(sch.get_loops(block), info.loops)):
             levels = positions["R" if loop_info.is_reduction else "S"]
             if len(levels) == 1 or k in whole:
                 tiles[levels[0]].append(loop)
+                owners[levels[0]].append(k)
                 continue
-            if self.max_imperfect_innermost and k in spatial[:-1]:
+            if self.max_imperfect_innermost and k in spatial and k != vector_k:
                 factors = sch.sample_imperfect_tile(loop, n=len(levels),
                                                     max_innermost_factor=self.max_imperfect_innermost)
             else:
                 factors = sch.sample_perfect_tile(loop, n=len(levels), max_innermost_factor=self.max_innermost_factor)
             for level, part in zip(levels, sch.split(loop, factors)):
                 tiles[level].append(part)
+                owners[level].append(k)
+        outer = positions["S"][0]
         if panels:
-            outer = positions["S"][0]
             tiles[outer] = _panel_loops_first(tiles[outer], info, panels)
+        for level in positions["S"]:
+            if level != outer or not panels:  # stable: the other axes keep their order
+                tiles[level] = [loop for _, loop in sorted(zip(owners[level], tiles[level]),
+                                                           key=lambda pair: pair[0] == vector_k)]
         sch.reorder(*(loop for tile in tiles for loop in tile))
         return tiles
 
@@ -164,14 +193,17 @@ class MultiLevelTiling(ScheduleRule):
             return []
         return [_computed_after(base, consumer, tiles, level) for level in self.fuse_consumer_levels]
 
-    def _cache_write(self, sch: Schedule, block: BlockRV, tiles: Tiles) -> list[Schedule]:
+    def _cache_write(self, sch: Schedule, block: BlockRV, tiles: Tiles,
+                     layout: Optional[list[int]] = None) -> list[Schedule]:
         """Rule 5: one fork per level in ``cache_write_levels`` that accumulates into a
-        ``cache_scope`` buffer whose copy-out (with the consumer folded in where legal) runs
-        after that level's tile."""
+        ``cache_scope`` buffer (its dimensions in ``layout``'s order, if given) whose copy-out
+        (with the consumer folded in where legal) runs after that level's tile."""
         if not self.cache_write_levels:
             return []
         base = sch.copy()
         copy_out = base.cache_write(block, 0, self.cache_scope)
+        if layout is not None:
+            base.transform_layout(block, layout)
         base = _with_consumer_folded(base, copy_out) or base
         return [_computed_after(base, copy_out, tiles, level) for level in self.cache_write_levels]
 
@@ -198,16 +230,55 @@ def unreused_axes(info: BlockInfo) -> tuple[int, ...]:
 # A transposed panel is packed only when each element copied serves at least this many
 # iterations of the axes that do not index it (rows of a dense layer's batch).
 MIN_PANEL_REUSE = 8
+# A channel axis is vectorized instead of the last one only if it fills a vector of 8 lanes.
+MIN_CHANNEL_LANES = 8
 
 
-def transposed_reads(info: BlockInfo) -> dict[str, list[int]]:
-    """The tensors ``info``'s block reads, each time exactly at axis variables, with a
-    reduction axis indexing their last dimension and the block's last spatial axis another
-    (``K`` of ``S[b, i, j] += Q[b, i, d] * K[b, j, d]``), where the spatial axes that do not
-    index the tensor iterate at least ``MIN_PANEL_REUSE`` times; each with the order of its
-    dimensions that puts the last spatial axis's last (``[0, 2, 1]``)."""
-    reduction = {axis.name for axis in info.reduction}
+def _last(n: int, k: int) -> list[int]:
+    """The order of ``n`` dimensions that moves dimension ``k`` last."""
+    return [d for d in range(n) if d != k] + [k]
+
+
+def channel_vector_axis(info: BlockInfo) -> Optional[str]:
+    """The spatial axis to vectorize instead of the last one in a convolution's block, or
+    None: the output channel ``f`` of ``Y[n, f, y, x] += P[n, c, y + r, x + s] * W[f, c, r,
+    s]``. Where the last spatial axis reads no operand along its memory order (no packable or
+    transposed panel), and another spatial axis ``v`` of extent at least ``MIN_CHANNEL_LANES``
+    indexes only operands it can read contiguously once transposed (a weight: every index an
+    axis, the last a reduction axis; ``transposed_reads``), the lanes can run along ``v``:
+    the input element is then one broadcast for all of them, the weights a contiguous panel
+    ``W[c, r, s, f]``, the sums a tile stored ``f`` last (oneDNN's direct convolution, whose
+    blocked layouts these copies make). Of several such axes, the longest."""
     innermost = info.innermost_axis
+    if innermost is None or packable_reads(info) or _transposable(info, innermost):
+        return None
+    best = None
+    for axis in info.spatial:
+        if axis.name == innermost or axis.extent < MIN_CHANNEL_LANES:
+            continue
+        users = [acc for acc in info.accesses if axis.name in acc.uses]
+        if users and set(transposed_reads(info, axis.name)) == {acc.buffer for acc in users}:
+            if best is None or axis.extent > best.extent:
+                best = axis
+    return None if best is None else best.name
+
+
+def _transposable(info: BlockInfo, vector: str) -> list[str]:
+    """The tensors ``transposed_reads`` finds for ``vector``, however little they are reused."""
+    return list(transposed_reads(info, vector, min_reuse=1))
+
+
+def transposed_reads(info: BlockInfo, vector: Optional[str] = None,
+                     min_reuse: Optional[int] = None) -> dict[str, list[int]]:
+    """The tensors ``info``'s block reads, each time exactly at axis variables, with a
+    reduction axis indexing their last dimension and ``vector`` (by default the block's last
+    spatial axis) another (``K`` of ``S[b, i, j] += Q[b, i, d] * K[b, j, d]``), where the
+    spatial axes that do not index the tensor iterate at least ``min_reuse`` times (by default
+    ``MIN_PANEL_REUSE``); each with the order of its dimensions that puts ``vector``'s last
+    (``[0, 2, 1]``)."""
+    reduction = {axis.name for axis in info.reduction}
+    innermost = info.innermost_axis if vector is None else vector
+    min_reuse = MIN_PANEL_REUSE if min_reuse is None else min_reuse
     found = {}
     for buffer in info.reads:
         reads = [acc for acc in info.accesses if acc.buffer == buffer]
@@ -220,22 +291,22 @@ def transposed_reads(info: BlockInfo) -> dict[str, list[int]]:
         for axis in info.spatial:
             if axis.name not in first:
                 reuse *= axis.extent
-        if reuse >= MIN_PANEL_REUSE:
-            moved = first.index(innermost)
-            found[buffer] = [d for d in range(len(first)) if d != moved] + [moved]
+        if reuse >= min_reuse:
+            found[buffer] = _last(len(first), first.index(innermost))
     return found
 
 
-def packable_reads(info: BlockInfo) -> list[str]:
-    """The tensors ``info``'s block reads, each time exactly at axis variables, with its last
-    spatial axis indexing their last dimension (the vectorized loads) and a reduction axis
-    another (so that a tile's rows lie a row of the tensor apart): ``B`` of ``C[i, j] +=
-    A[i, k] * B[k, j]``."""
+def packable_reads(info: BlockInfo, vector: Optional[str] = None) -> list[str]:
+    """The tensors ``info``'s block reads, each time exactly at axis variables, with
+    ``vector`` (by default its last spatial axis) indexing their last dimension (the
+    vectorized loads) and a reduction axis another (so that a tile's rows lie a row of the
+    tensor apart): ``B`` of ``C[i, j] += A[i, k] * B[k, j]``."""
     reduction = {axis.name for axis in info.reduction}
+    vector = info.innermost_axis if vector is None else vector
     packable = []
     for buffer in info.reads:
         reads = [acc for acc in info.accesses if acc.buffer == buffer]
-        if all(acc.exact and acc.axes[-1] == info.innermost_axis and reduction.intersection(acc.axes)
+        if all(acc.exact and acc.axes[-1] == vector and reduction.intersection(acc.axes)
                for acc in reads):
             packable.append(buffer)
     return packable

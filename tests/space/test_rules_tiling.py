@@ -7,6 +7,7 @@ inlining decides which blocks they see (conv2d's padding, softmax's ``e``). Rege
 golden files with ``METASCHED_UPDATE_GOLDEN=1 python -m pytest tests/space/test_rules_tiling.py``.
 """
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -19,7 +20,8 @@ from golden import check_golden
 from metasched import ScheduleError, parse, replay, workloads
 from metasched.schedule import analysis
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, RandomComputeLocation
-from metasched.space.multi_level_tiling import needs_tiling, packable_reads, transposed_reads, unreused_axes
+from metasched.space.multi_level_tiling import (channel_vector_axis, needs_tiling, packable_reads, transposed_reads,
+                                                unreused_axes)
 from metasched.testing import assert_equivalent
 
 sys.path.insert(0, str(pathlib.Path(__file__).parents[1] / "lang"))
@@ -486,4 +488,49 @@ def test_a_transposed_panel_is_stored_with_the_vector_axis_last_and_computes_the
             assert copy in str(sch.lower())
             assert_equivalent(sch)
         for seed in range(3):
+            assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=np.random.default_rng(seed)))
+
+
+# A strided convolution with its batch norm, odd sizes, 9 output channels (a vector's worth).
+CONV_TEXT = """workload conv(N = 1, C = 3, H = 9, W = 11, F = 9, R = 3, S = 2, ST = 2, PAD = 1) {
+    input X: float32[N, C, H, W]
+    input Wt: float32[F, C, R, S]
+    input scale: float32[F]
+    let OH = (H + 2 * PAD - R) // ST + 1
+    let OW = (W + 2 * PAD - S) // ST + 1
+    P[n, c, h, w] = X[n, c, h - PAD, w - PAD] if h >= PAD and h < H + PAD and w >= PAD and w < W + PAD else 0.0
+        where h in 0..H + 2 * PAD, w in 0..W + 2 * PAD
+    Y[n, f, y, x] += P[n, c, y * ST + r, x * ST + s] * Wt[f, c, r, s]
+        where y in 0..OH, x in 0..OW
+    output Z[n, f, y, x] = max(Y[n, f, y, x] * scale[f], 0.0)
+}"""
+
+
+@pytest.mark.parametrize("text, vector", [
+    (CONV_TEXT, "f"), (CONV_TEXT.replace("F = 9", "F = 7"), None),  # fewer channels than a vector
+    # A matmul's columns, a 1x1 convolution's pixels, are read contiguously: nothing to change.
+    (QK_TEXT, None), (DENSE_T_TEXT, None),
+])
+def test_a_convolution_may_vectorize_its_output_channels(text, vector):
+    wl = parse(text)
+    sch = PostOrderApply(rules=[AutoInline()]).generate(wl)[0]
+    assert channel_vector_axis(analysis.block(sch, sch.get_block("Y" if "Y[" in text else "Z"))) == vector
+
+
+def test_channel_vector_forks_store_weights_and_sums_channels_last_and_compute_the_reference():
+    wl = parse(CONV_TEXT)
+    plain = PostOrderApply(rules=[AutoInline(), MultiLevelTiling(pack_panels=True)]).generate(wl)
+    forks = PostOrderApply(rules=[AutoInline(), MultiLevelTiling(pack_panels=True, channel_vectors=True)]).generate(wl)
+    assert sketches_text(forks[:len(plain)]) == sketches_text(plain)
+    extra = forks[len(plain):]
+    assert len(extra) == 2  # one per cache-write level
+    for sketch in extra:
+        for tile in (outer_tiles, tile_one):
+            (sch,) = every_compute_location(wl, sketch.trace, tile=tile)
+            program = str(sch.lower())
+            assert "Wt_global[ax1, ax2, ax3, ax0] = Wt[" in program  # [c, r, s, f]
+            # The copy-out reads the sums with the channel (its second axis, ax1) last.
+            assert re.search(r"max\(Y_local\[[^]]*, ax1\d*( \+ [^],]*)?\] \* scale", program), program
+            assert_equivalent(sch)
+        for seed in range(4):
             assert_equivalent(replay(wl, sketch.trace.without_decisions(), rng=np.random.default_rng(seed)))
