@@ -21,7 +21,9 @@ class ContiguousReduction(ScheduleRule):
 
     Applies to a reduction block at the root with no data reuse (``has_data_reuse`` False:
     it streams its input, so cache tiling has nothing to gain and the speed is that of the
-    innermost loop), whose loops are still one per axis, serial, untiled and not factorised
+    innermost loop), or whose reuse is of a small operand beside one it streams (a dense
+    layer at batch 1: each weight read once, the input row reused; ``MultiLevelTiling``
+    leaves such a block untiled with ``leave_streaming_blocks``), whose loops are still one per axis, serial, untiled and not factorised
     by ``AddRFactor``. Its *streamed* reads (those indexed by every axis of extent above 1)
     must all be indexed in their last, contiguous dimension by one axis, the *contiguous
     axis*, of extent above 1. Then:
@@ -54,8 +56,8 @@ class ContiguousReduction(ScheduleRule):
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
-        if not is_free_root_reduction(info) or info.has_data_reuse or not loops_are_axes(info) or \
-                math.prod(a.extent for a in info.reduction) < 2:
+        if not is_free_root_reduction(info) or (info.has_data_reuse and not streamed_reads(info)) \
+                or not loops_are_axes(info) or math.prod(a.extent for a in info.reduction) < 2:
             return [sch]
         axis = contiguous_axis(info)
         num_spatial = len(info.spatial)

@@ -41,6 +41,21 @@ def cpu_default() -> PostOrderApply:
     serves every row tile, the hand-written schedule's structure, which then needs no
     particular ``i`` tiling.
 
+    Operands read across their memory order packed transposed (part of ``pack_panels``): K of
+    attention's ``Q K^T`` and a dense layer's ``[out, in]`` weight are copied a panel at a time
+    with the vector axis last, so that their vector loads are contiguous, not gathers.
+
+    Output channels as vector lanes (``MultiLevelTiling(channel_vectors=True)``, beyond
+    MetaSchedule's space): a convolution's block gets forks that vectorize its output
+    channels, the input element broadcast to all lanes, the weights packed channels last and
+    the sums cached channels last (the blocked layouts of oneDNN's direct convolution, made by
+    copies inside the kernel); its pixel axis, the other choice, reads the input with the
+    convolution's stride.
+
+    A dense layer at batch 1 streamed (``MultiLevelTiling(leave_streaming_blocks=True)``):
+    its weight is read once, so tiles reuse nothing but the input row, and the row form of
+    ``ContiguousReduction`` runs its lanes along the weight's rows instead.
+
     Transposed reads tiled (``TransposedReadTiling``): without it, the best program of
     ``transpose_add`` (``C[i, j] = A[i, j] + B[j, i]``) walks ``B`` a column at a time.
 
@@ -57,7 +72,8 @@ def cpu_default() -> PostOrderApply:
             AddRFactor(max_jobs_per_core=16, max_innermost_factor=64, num_cores=None),
             MultiLevelTiling(structure="SSRSRS", max_innermost_factor=64, fuse_consumer_levels=(1, 2),
                              cache_write_levels=(1, 2), cache_scope="local", pack_panels=True,
-                             keep_unreused_axes_whole=True, channel_vectors=True),
+                             keep_unreused_axes_whole=True, channel_vectors=True,
+                             leave_streaming_blocks=True),
             ContiguousReduction(),
             TransposedReadTiling(max_tile=64),
             ParallelizeVectorizeUnroll(max_jobs_per_core=16, max_vectorize_extent=64,

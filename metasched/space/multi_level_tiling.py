@@ -31,6 +31,7 @@ from metasched.schedule.annotations import TILING_STRUCTURE
 from metasched.schedule.cache import SCOPES
 from metasched.space.auto_inline import can_reverse_compute_inline
 from metasched.space.base import ScheduleRule
+from metasched.space.contiguous_reduction import streamed_reads
 
 Tiles = list[list[LoopRV]]  # per letter of the structure, the loops of that level
 
@@ -88,8 +89,13 @@ class MultiLevelTiling(ScheduleRule):
     * ``channel_vectors``: a convolution's block (``channel_vector_axis``) gets more forks,
       one per level of ``cache_write_levels``, tiled with the output channel axis last at
       every spatial level (the one vectorized), its weights packed transposed (channels
-      last) and its sums cached in a tile stored channels last (``transform_layout``). False
-      (the default): MetaSchedule's space, the last spatial axis always the vector one."""
+      last, all of them at the root) and its sums cached in a tile stored channels last
+      (``transform_layout``). False
+      (the default): MetaSchedule's space, the last spatial axis always the vector one.
+    * ``leave_streaming_blocks``: a block that reads an operand indexed by all its axes
+      (``streamed_reads``: the weight of a dense layer at batch 1, each element read once;
+      only the input row is reused) is not tiled, and ``ContiguousReduction`` takes it. False
+      (the default): tiled, as MetaSchedule does."""
 
     structure: str = "SSRSRS"
     max_innermost_factor: int = 64
@@ -100,6 +106,7 @@ class MultiLevelTiling(ScheduleRule):
     pack_panels: bool = False
     keep_unreused_axes_whole: bool = False
     channel_vectors: bool = False
+    leave_streaming_blocks: bool = False
 
     def __post_init__(self) -> None:
         _check_structure(self.structure)
@@ -114,13 +121,13 @@ class MultiLevelTiling(ScheduleRule):
                              f"tiles only), got {self.max_imperfect_innermost!r}")
         if self.cache_scope not in SCOPES:
             raise ValueError(f"MultiLevelTiling: cache_scope must be one of {SCOPES}, got {self.cache_scope!r}")
-        for flag in ("pack_panels", "keep_unreused_axes_whole", "channel_vectors"):
+        for flag in ("pack_panels", "keep_unreused_axes_whole", "channel_vectors", "leave_streaming_blocks"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"MultiLevelTiling: {flag} must be True or False, got {getattr(self, flag)!r}")
 
     def apply(self, sch: Schedule, block: BlockRV) -> list[Schedule]:
         info = analysis.block(sch, block)
-        if not needs_tiling(info):
+        if not needs_tiling(info) or (self.leave_streaming_blocks and streamed_reads(info)):
             return [sch]
         vector = channel_vector_axis(info) if self.channel_vectors else None
         other = sch.copy() if vector is not None else None
@@ -129,20 +136,25 @@ class MultiLevelTiling(ScheduleRule):
         forks = [sch, *self._fuse_consumer(sch, block, tiles), *self._cache_write(sch, block, tiles)]
         if other is not None:
             other.annotate(block, TILING_STRUCTURE, self.structure)
-            tiles = self._tile_and_pack(other, block, info, vector)
+            tiles = self._tile_and_pack(other, block, info, vector, at_root=True)
             order = _last(len(info.spatial), [a.name for a in info.spatial].index(vector))
             forks += self._cache_write(other, block, tiles, order)
         return forks
 
-    def _tile_and_pack(self, sch: Schedule, block: BlockRV, info: BlockInfo, vector: str) -> Tiles:
+    def _tile_and_pack(self, sch: Schedule, block: BlockRV, info: BlockInfo, vector: str,
+                       at_root: bool = False) -> Tiles:
         """Tile the block with ``vector`` the last spatial axis of every level and pack its
-        panels (``pack_panels``)."""
+        panels (``pack_panels``): each at the outermost tile of its columns, or, ``at_root``,
+        all of it once before the block (a convolution's weights, small beside its work:
+        packed at the channel tile, they would keep the pixel tiles out of the parallel loop,
+        and a channel tile of 1 would leave the block serial)."""
         transposed = transposed_reads(info, vector) if self.pack_panels else {}
         panels = packable_reads(info, vector) + list(transposed) if self.pack_panels else []
-        tiles = self._tile(sch, block, info, panels, vector)
+        tiles = self._tile(sch, block, info, [] if at_root else panels, vector)
         for buffer in panels:
             panel = sch.cache_read(block, analysis.block(sch, block).reads.index(buffer), "global")
-            sch.compute_at(panel, _panel_loop(tiles[self.structure.index("S")], info, panels, buffer))
+            if not at_root:
+                sch.compute_at(panel, _panel_loop(tiles[self.structure.index("S")], info, panels, buffer))
             if buffer in transposed:
                 sch.transform_layout(panel, transposed[buffer])
         return tiles

@@ -233,3 +233,31 @@ def test_rules_never_fail_on_random_workloads(text):
     wl = parse(text)
     for sketch in space(*RULES).generate(wl):
         assert_equivalent(vectorize_innermost(replay(wl, sketch.trace.without_decisions(), rng=1)))
+
+
+# A dense layer with [out, in] weights, at batch 1 and at batch 9.
+DENSE_T = """workload dense_t(M = 1, K = 13, N = 10) {
+    input X: float32[M, K]
+    input W: float32[N, K]
+    Y[i, j] += X[i, k] * W[j, k]
+    output Z[i, j] = Y[i, j] + 1.0
+}"""
+
+
+@pytest.mark.parametrize("rows, streamed", [(1, True), (9, False)])
+def test_a_dense_layer_at_batch_one_is_streamed_not_tiled(rows, streamed):
+    from metasched.space import MultiLevelTiling
+    wl = parse(DENSE_T, M=rows)
+    rules = [AutoInline(), MultiLevelTiling(leave_streaming_blocks=True), ContiguousReduction()]
+    sketches = PostOrderApply(rules=rules).generate(wl)
+    kinds = [{inst.kind for inst in sch.trace} for sch in sketches]
+    # Streamed: the row form of ContiguousReduction (partial sums along the weight's rows) at
+    # the root and in the row loop; else MultiLevelTiling's five sketches.
+    assert all(("RFactor" in k) == streamed and ("Annotate" in k) != streamed for k in kinds)
+    assert len(sketches) == (2 if streamed else 5)
+    # Without the flag the block is tiled as MetaSchedule tiles it.
+    plain = PostOrderApply(rules=[AutoInline(), MultiLevelTiling(), ContiguousReduction()]).generate(wl)
+    assert all("RFactor" not in {inst.kind for inst in sch.trace} for sch in plain)
+    for sketch in sketches:
+        for k in range(3):
+            assert_equivalent(vectorize_innermost(replay(wl, sketch.trace.without_decisions(), rng=k)))
