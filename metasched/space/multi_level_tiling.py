@@ -90,8 +90,8 @@ class MultiLevelTiling(ScheduleRule):
       one per level of ``cache_write_levels``, tiled with the output channel axis last at
       every spatial level (the one vectorized), its weights packed transposed (channels
       last, all of them at the root) and its sums cached in a tile stored channels last
-      (``transform_layout``). False
-      (the default): MetaSchedule's space, the last spatial axis always the vector one.
+      (``transform_layout``). False (the default): MetaSchedule's space, the last spatial
+      axis always the vector one.
     * ``leave_streaming_blocks``: a block that reads an operand indexed by all its axes
       (``streamed_reads``: the weight of a dense layer at batch 1, each element read once;
       only the input row is reused) is not tiled, and ``ContiguousReduction`` takes it. False
