@@ -4,7 +4,8 @@
 
 A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``EvolutionaryConfig``
 (``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per proposal),
-``pack_panels`` or ``keep_unreused_axes_whole`` (0 or 1: ``MultiLevelTiling``'s options in
+``pack_panels``, ``keep_unreused_axes_whole``, ``channel_vectors`` or
+``leave_streaming_blocks`` (0 or 1: ``MultiLevelTiling``'s options in
 ``cpu_default()``) or ``disallow_ops`` (``AutoInline``'s, the function names joined by ``+``,
 ``exp+sqrt``, or nothing: ``disallow_ops=``) or ``warm_start=PATH`` (the cost model starts trained
 on the records of the other workloads in the database at PATH, measured on this host, as
