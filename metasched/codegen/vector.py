@@ -8,7 +8,7 @@ vector variable become vectors, the rest stays scalar (``uniform``) and is splat
 meets a vector.
 
 Memory: an offset ``1*var + rest`` is a contiguous vector load/store, ``0*var + rest`` a scalar
-load (splatted), a load of ``c*var + rest`` with a small stride ``c`` one contiguous load and a
+load (splatted), a load of ``c*var + rest`` with a small stride ``c`` whole-register loads and a
 shuffle, anything else a gather/scatter. Conditions on the vector variable become lane
 masks (``mask``, AND-ed when nested): loads under a mask are masked loads/gathers, stores masked
 stores/scatters, so an inactive lane never touches memory (this is how padding and guards of
@@ -242,7 +242,7 @@ class ChunkEmitter:
         one, made a half whose mask loop unrolling had made all false into a plain load on
         AVX2 (a wrong answer reading before the tensor); one of a register's width it folds
         away whole."""
-        width = max(1, host_vector_bits() // (8 * ELEMENT_BYTES[dtype]))
+        width = _register_lanes(dtype)
         return [(start, min(width, self.lanes - start)) for start in range(0, self.lanes, width)]
 
     def _lanes(self, vector: ir.Value, start: int, lanes: int) -> ir.Value:
@@ -252,7 +252,7 @@ class ChunkEmitter:
         return self.b.shuffle_vector(vector, vector, _indices(range(start, start + lanes)))
 
     def _joined(self, parts: list[ir.Value]) -> ir.Value:
-        """The vectors ``parts`` end to end, as one vector of this chunk's lanes."""
+        """The vectors ``parts`` end to end, as one vector."""
         joined = parts[0]
         for part in parts[1:]:
             have, more = lanes_of(joined), lanes_of(part)
@@ -271,7 +271,7 @@ class ChunkEmitter:
         element = llvm_type(dtype)
         pointer = self.b.gep(base, [self.first_offset(stride, rest)], source_etype=element)
         align = ELEMENT_BYTES[dtype]
-        width = max(1, host_vector_bits() // (8 * ELEMENT_BYTES[dtype]))
+        width = _register_lanes(dtype)
         if span <= width:
             whole = self.b.load(pointer, align=align, typ=llvm_type(dtype, span))
             return self.b.shuffle_vector(whole, whole, _indices(range(0, span, stride)))
@@ -320,6 +320,11 @@ class ChunkEmitter:
                                [vector_type, pointers.type])
             value = self.b.call(fn, [pointers, align, self.full_mask(), zero])
         return ops.convert(self.b, value, e.dtype)
+
+
+def _register_lanes(dtype: str) -> int:
+    """How many elements of ``dtype`` one vector register of this host holds."""
+    return max(1, host_vector_bits() // (8 * ELEMENT_BYTES[dtype]))
 
 
 def _indices(lanes) -> ir.Constant:

@@ -31,8 +31,8 @@ from metasched.ir.analysis import as_affine, free_vars, from_affine, int_bounds,
 from metasched.ir.expr import BinOp, Expr, FloatImm, IntImm, Load, Var, children, rebuild
 from metasched.ir.stmt import Allocate, Buffer, For, ForKind, IfThenElse, PrimFunc, Seq, Stmt, Store, seq
 from metasched.lang.workload import reduce_init
-from metasched.lower.layout import permuted
 from metasched.lower.bounds import Span, axis_indices, loop_reach, loop_var, region
+from metasched.lower.layout import permuted
 from metasched.lower.state import IterVar, ScheduleState, Split, StageState
 
 _COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}

@@ -23,8 +23,8 @@ class ContiguousReduction(ScheduleRule):
     it streams its input, so cache tiling has nothing to gain and the speed is that of the
     innermost loop), or whose reuse is of a small operand beside one it streams (a dense
     layer at batch 1: each weight read once, the input row reused; ``MultiLevelTiling``
-    leaves such a block untiled with ``leave_streaming_blocks``), whose loops are still one per axis, serial, untiled and not factorised
-    by ``AddRFactor``. Its *streamed* reads (those indexed by every axis of extent above 1)
+    leaves such a block untiled with ``leave_streaming_blocks``), whose loops are still one
+    per axis, serial, untiled and not factorised by ``AddRFactor``. Its *streamed* reads (those indexed by every axis of extent above 1)
     must all be indexed in their last, contiguous dimension by one axis, the *contiguous
     axis*, of extent above 1. Then:
 

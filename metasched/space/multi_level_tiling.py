@@ -262,7 +262,7 @@ def channel_vector_axis(info: BlockInfo) -> Optional[str]:
     ``W[c, r, s, f]``, the sums a tile stored ``f`` last (oneDNN's direct convolution, whose
     blocked layouts these copies make). Of several such axes, the longest."""
     innermost = info.innermost_axis
-    if innermost is None or packable_reads(info) or _transposable(info, innermost):
+    if innermost is None or packable_reads(info) or transposed_reads(info, innermost, min_reuse=1):
         return None
     best = None
     for axis in info.spatial:
@@ -273,11 +273,6 @@ def channel_vector_axis(info: BlockInfo) -> Optional[str]:
             if best is None or axis.extent > best.extent:
                 best = axis
     return None if best is None else best.name
-
-
-def _transposable(info: BlockInfo, vector: str) -> list[str]:
-    """The tensors ``transposed_reads`` finds for ``vector``, however little they are reused."""
-    return list(transposed_reads(info, vector, min_reuse=1))
 
 
 def transposed_reads(info: BlockInfo, vector: Optional[str] = None,

@@ -2,6 +2,7 @@
 contiguous loads and a shuffle: right for every stride, width and offset, and they read no
 element outside the span the lanes read (the tensor here ends at a page the process may not
 read, so a load past its end would kill the process)."""
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -60,7 +61,6 @@ GUARDED = textwrap.dedent("""
 
 
 def test_strided_vector_loads_read_nothing_past_the_tensor():
-    import pathlib
     here = str(pathlib.Path(__file__).parent)
     done = subprocess.run([sys.executable, "-c", GUARDED, here], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "read within the tensor" in done.stdout, done.stderr[-2000:]

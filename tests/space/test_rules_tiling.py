@@ -508,7 +508,7 @@ CONV_TEXT = """workload conv(N = 1, C = 3, H = 9, W = 11, F = 9, R = 3, S = 2, S
 
 @pytest.mark.parametrize("text, vector", [
     (CONV_TEXT, "f"), (CONV_TEXT.replace("F = 9", "F = 7"), None),  # fewer channels than a vector
-    # A matmul's columns, a 1x1 convolution's pixels, are read contiguously: nothing to change.
+    # Attention and a dense layer: their vector axis reads a transposed panel contiguously.
     (QK_TEXT, None), (DENSE_T_TEXT, None),
 ])
 def test_a_convolution_may_vectorize_its_output_channels(text, vector):
