@@ -33,8 +33,9 @@ DEFAULT_SKETCHES = {
     # each: rfactor outer or inner, or the row form of ContiguousReduction with its partial
     # block at the root or at the row loop: 4 x 4.
     "softmax": 16,
-    # P inlined; Y as matmul_relu's C, with bias + ReLU as the consumer; and two more with the
-    # output channels as the vector lanes, its sums cached channels last at level 1 or 2.
+    # P kept (placed by RandomComputeLocation); Y as matmul_relu's C, with bias + ReLU as the
+    # consumer; and two more with the output channels as the vector lanes, the sums cached
+    # channels last at level 1 or 2.
     "conv2d_bias_relu": 7,
     # C reads B[j, i] across its memory order: plain, and tiled in two (TransposedReadTiling).
     "transpose_add": 2,
