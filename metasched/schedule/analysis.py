@@ -71,12 +71,13 @@ class AxisInfo:
 class Access:
     """One read of a tensor: its name, and per dimension the axis (by name) that indexes it
     alone, or None; ``exact`` when every index is an axis variable with no offset; ``uses``
-    every axis its indices read."""
+    every axis its indices read, ``last_uses`` those its last (contiguous) index reads."""
 
     buffer: str
     axes: tuple[Optional[str], ...]
     exact: bool
     uses: frozenset[str] = frozenset()
+    last_uses: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,8 @@ def _statement_facts(st: Statement) -> _StatementFacts:
     body_loads = loads(st.body)
     accesses = tuple(Access(ld.buffer, tuple(_index_axis(i, names) for i in ld.indices),
                             all(isinstance(i, Var) and i.name in names for i in ld.indices),
-                            frozenset().union(*(free_vars(i) for i in ld.indices)) & names)
+                            frozenset().union(*(free_vars(i) for i in ld.indices)) & names,
+                            frozenset(free_vars(ld.indices[-1]) if ld.indices else ()) & names)
                      for ld in body_loads)
     own = tuple(a.name for a in st.axes)
     elementwise = not st.is_reduction and all(

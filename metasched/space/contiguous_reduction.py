@@ -29,7 +29,9 @@ class ContiguousReduction(ScheduleRule):
     axis*, of extent above 1. Then:
 
     * column form, the contiguous axis is the block's innermost spatial axis (a column sum
-      ``S[j] += X[i, j]``): the axis is tiled in three (``j0, j1, j2``, ``j2`` at most
+      ``S[j] += X[i, j]``), or that axis slides a window along the last dimension of the
+      streamed reads (pooling's ``X[n, c, y * 2 + r, x * 2 + s]``, its lanes two elements
+      apart): the axis is tiled in three (``j0, j1, j2``, ``j2`` at most
       ``max_lanes``), the reduction loops fused and tiled in two (``i1`` at most
       ``max_unrolled_reduction``), in the order ``j0, i0, j1, i1, j2``, other spatial loops
       outside: each step folds ``i1`` rows (short, for the postprocessor to unroll) into a
@@ -61,7 +63,7 @@ class ContiguousReduction(ScheduleRule):
             return [sch]
         axis = contiguous_axis(info)
         num_spatial = len(info.spatial)
-        if axis is not None and axis == info.innermost_axis:
+        if (axis is not None and axis == info.innermost_axis) or (axis is None and is_window(info)):
             loops = sch.get_loops(block)
             return [self._column_form(sch, loops[num_spatial - 1], loops[num_spatial:])]
         reductions = [a.name for a in info.reduction]
@@ -105,6 +107,19 @@ def contiguous_axis(info: analysis.BlockInfo) -> Optional[str]:
         return None
     axis = streamed.pop()
     return axis if axis is not None and axis_extents(info)[axis] > 1 else None
+
+
+def is_window(info: analysis.BlockInfo) -> bool:
+    """Whether the innermost spatial axis (of extent above 1) indexes the last dimension of
+    every streamed read of ``info`` together with reduction axes only: a window sliding along
+    memory, as pooling's ``X[n, c, y * 2 + r, x * 2 + s]`` slides with ``x``."""
+    axis, extents = info.innermost_axis, axis_extents(info)
+    if axis is None or extents[axis] < 2:
+        return False
+    needed = {name for name, extent in extents.items() if extent > 1}
+    streamed = [acc for acc in info.accesses if needed <= acc.uses]
+    allowed = {a.name for a in info.reduction} | {axis}
+    return bool(streamed) and all(axis in acc.last_uses and acc.last_uses <= allowed for acc in streamed)
 
 
 def streamed_reads(info: analysis.BlockInfo) -> list[analysis.Access]:

@@ -214,9 +214,15 @@ def test_parallelize_vectorize_unroll_skips_attached_blocks_and_unrolls_only_red
      " output S[i] max= X[i, k, j] where i in 0..M }", True),
     # A one-element row reduction.
     ("workload w(N = 30) { input X: float32[N]\n output S[z] += X[j] where z in 0..1 }", True),
-    # A reversed read: no contiguous axis.
+    # A window: pooling, its lanes two elements apart; and one element sliding backwards.
+    ("workload w(H = 9, W = 11) { input X: float32[H, W]\n"
+     " output S[y, x] max= X[y * 2 + r, x * 2 + s] where y in 0..(H - 3) // 2 + 1, x in 0..(W - 3) // 2 + 1,"
+     " r in 0..3, s in 0..3 }", True),
     ("workload w(M = 6, N = 10) { input X: float32[M, N]\n output S[j] += X[i, N - 1 - j] where j in 0..N }",
-     False),
+     True),
+    # The innermost axis indexes no last dimension, and no axis indexes it alone.
+    ("workload w(M = 6, N = 10) { input X: float32[N, M, 2]\n"
+     " output S[j] += X[j, i // 2, i % 2] where j in 0..N, i in 0..2 * M }", False),
 ])
 def test_contiguous_reduction_on_other_shapes(text, applies):
     wl = parse(text)
