@@ -157,6 +157,8 @@ class MultiLevelTiling(ScheduleRule):
                 sch.compute_at(panel, _panel_loop(tiles[self.structure.index("S")], info, panels, buffer))
             if buffer in transposed:
                 sch.transform_layout(panel, transposed[buffer])
+                if at_root:
+                    _copy_in_lines(sch, panel, transposed[buffer][-1])
         return tiles
 
     def _tile(self, sch: Schedule, block: BlockRV, info: BlockInfo, panels: list[str], vector: str) -> Tiles:
@@ -242,6 +244,8 @@ def unreused_axes(info: BlockInfo) -> tuple[int, ...]:
 # A transposed panel is packed only when each element copied serves at least this many
 # iterations of the axes that do not index it (rows of a dense layer's batch).
 MIN_PANEL_REUSE = 8
+# A transposing copy writes this many elements of a line at a time (64 bytes of float32).
+COPY_LINE = 16
 # A channel axis is vectorized instead of the last one only if it fills a vector of 8 lanes.
 MIN_CHANNEL_LANES = 8
 
@@ -301,6 +305,22 @@ def transposed_reads(info: BlockInfo, vector: Optional[str] = None,
         if reuse >= min_reuse:
             found[buffer] = _last(len(first), first.index(innermost))
     return found
+
+
+def _copy_in_lines(sch: Schedule, copy: BlockRV, dim: int) -> None:
+    """Order a transposing copy's loops so that it writes whole lines: the loop of ``dim``,
+    the source dimension stored last, is split with an inner part of at most
+    ``COPY_LINE`` elements (the largest divisor of its extent), moved innermost. Left in the
+    source's order, each store lands on another line, and a line is written again, a few
+    elements at a time, each time the loop of ``dim`` comes back to it. The copy must be at
+    the root: its extents are then fixed, whatever the tiles sampled."""
+    loops = sch.get_loops(copy)[-len(analysis.block(sch, copy).loops):]
+    extent = analysis.block(sch, copy).loops[dim].extent
+    inner = max(d for d in range(1, min(extent, COPY_LINE) + 1) if extent % d == 0)
+    if inner == 1 or dim == len(loops) - 1:
+        return
+    outer, lanes = sch.split(loops[dim], [extent // inner, inner])
+    sch.reorder(outer, *loops[dim + 1:], lanes)
 
 
 def packable_reads(info: BlockInfo, vector: Optional[str] = None) -> list[str]:

@@ -528,7 +528,10 @@ def test_channel_vector_forks_store_weights_and_sums_channels_last_and_compute_t
         for tile in (outer_tiles, tile_one):
             (sch,) = every_compute_location(wl, sketch.trace, tile=tile)
             program = str(sch.lower())
-            assert "Wt_global[ax1, ax2, ax3, ax0] = Wt[" in program  # [c, r, s, f]
+            # [c, r, s, f], the copy's innermost loop along f: it writes a line (9 channels)
+            # at a time.
+            assert re.search(r"for ax0_1 in range\(9\):\n *Wt_global\[ax1, ax2, ax3, ax0_0 \* 9 \+ ax0_1\] = Wt\[",
+                             program), program
             # The copy-out reads the sums with the channel (its second axis, ax1) last.
             assert re.search(r"max\(Y_local\[[^]]*, ax1\d*( \+ [^],]*)?\] \* scale", program), program
             assert_equivalent(sch)
