@@ -24,7 +24,7 @@ _EXPORTS = {
     "build": "metasched.build",
     "CodegenOptions": "metasched.codegen", "Kernel": "metasched.codegen",
     "Database": "metasched.database",
-    "DatabaseError": "metasched.errors", "KernelArgumentError": "metasched.errors",
+    "DatabaseError": "metasched.errors", "KernelArgumentError": "metasched.errors", "ModelError": "metasched.errors",
     "MetaschedError": "metasched.errors", "MismatchError": "metasched.errors", "ParseError": "metasched.errors",
     "ScheduleError": "metasched.errors", "TraceError": "metasched.errors", "WarmStartError": "metasched.errors",
     "Workload": "metasched.lang", "assert_outputs_close": "metasched.lang", "load": "metasched.lang",
@@ -35,6 +35,7 @@ _EXPORTS = {
     "diff": "metasched.schedule.trace",
     "TasksResult": "metasched.tune", "TuneResult": "metasched.tune", "TuneTask": "metasched.tune",
     "tune": "metasched.tune", "tune_tasks": "metasched.tune",
+    "Network": "metasched.network", "compile_network": "metasched.network", "tune_network": "metasched.network", "import_onnx": "metasched.graph",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -75,10 +76,12 @@ if TYPE_CHECKING:  # for type checkers and editors, which do not run __getattr__
     from metasched.codegen import CodegenOptions, Kernel
     from metasched.database import Database
     from metasched.errors import (
-        DatabaseError, KernelArgumentError, MetaschedError, MismatchError, ParseError, ScheduleError, TraceError,
-        WarmStartError,
+        DatabaseError, KernelArgumentError, MetaschedError, MismatchError, ModelError, ParseError, ScheduleError,
+        TraceError, WarmStartError,
     )
+    from metasched.graph import import_onnx
     from metasched.lang import Workload, assert_outputs_close, load, parse
+    from metasched.network import Network, compile_network, tune_network
     from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace, replay
     from metasched.schedule.trace import diff
     from metasched.tune import TasksResult, TuneResult, TuneTask, tune, tune_tasks

@@ -89,6 +89,12 @@ class DatabaseError(MetaschedError):
     back. The message names the file and, for a stored entry, the record or workload."""
 
 
+class ModelError(MetaschedError, ValueError):
+    """A network model cannot be imported or run: the file is not a readable model, an
+    operator or attribute is not supported, a shape is not static, or the arrays given to a
+    compiled network do not match its inputs. The message names the node or input."""
+
+
 class WarmStartError(MetaschedError, ValueError):
     """A warm start that ``tune`` was asked for cannot be made: a workload named is the one
     tuned, the strategy has no cost model of the tuner's making, or the database holds no

@@ -28,6 +28,8 @@ _DIRECT = {
     "measure": {"codegen", "schedule"},
     "search": {"space", "database", "schedule"},
     "tune": {"search", "measure", "database", "space", "codegen", "schedule", "workloads", "timing"},
+    "graph": {"lang", "ir"},
+    "network": {"tune", "graph", "codegen", "space", "schedule", "database", "lang", "arrays"},
     "workloads": {"lang"},
     "build": {"codegen", "schedule", "lang", "lower", "database", "tune"},
     "handwritten": {"schedule", "lang", "workloads"},
