@@ -122,3 +122,39 @@ def bert_layer(seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 30
     nodes.append(node("Identity", [y], ["y"]))
     shape = [1, seq, hidden]
     return _model(nodes, {"x": shape}, {"y": shape}, weights, "bert_layer")
+
+
+LIGHT_MODELS = ("resnet50", "squeezenet", "inception_v1", "shufflenet", "densenet121")
+
+
+def light_model(name: str, seed: int = 0):
+    """One of the onnx package's light models (``onnx/backend/test/data/light/``) with random
+    weights instead of its constant ones (each weight there is a ``ConstantOfShape`` of 0.02,
+    which makes every output the same), scaled by fan-in so that activations keep their size
+    through the layers; the logits (the softmax's input, where there is one) an output too."""
+    import os
+    onnx = _onnx()
+    if name not in LIGHT_MODELS:
+        raise ValueError(f"light_model: {name!r} is not one of {', '.join(LIGHT_MODELS)}")
+    model = onnx.load(os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light", f"light_{name}.onnx"))
+    rng = np.random.default_rng(seed)
+    graph = model.graph
+    shapes = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    positive = {n.input[k] for n in graph.node if n.op_type == "BatchNormalization" for k in (1, 4)}
+    kept = []
+    for node in graph.node:
+        if node.op_type != "ConstantOfShape":
+            kept.append(node)
+            continue
+        shape = [int(d) for d in shapes[node.input[0]]]
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 0
+        if node.output[0] in positive:  # a batch norm's scale or variance
+            value = rng.uniform(0.5, 1.5, shape)
+        else:
+            value = rng.standard_normal(shape) * (np.sqrt(2.0 / fan_in) if fan_in else 0.1)
+        graph.initializer.append(onnx.numpy_helper.from_array(value.astype(np.float32), node.output[0]))
+    del graph.node[:]
+    graph.node.extend(kept)
+    logits = [n.input[0] for n in graph.node if n.op_type == "Softmax"]
+    graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in logits)
+    return model

@@ -122,45 +122,10 @@ def test_shape_arithmetic_on_constants_is_folded():
     assert_matches_onnxruntime(made, {"x": random(np.random.default_rng(6), 3, 2, 5)})
 
 
-def randomized(made, rng):
-    """The light model with random weights instead of its constant ones (each weight there is a
-    ``ConstantOfShape`` of 0.02, which makes every output the same), scaled by fan-in so that
-    activations keep their size through the layers; and the logits (the softmax's input,
-    where there is one) an output too."""
-    graph = made.graph
-    shapes = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
-    role = {}
-    for node in graph.node:
-        if node.op_type == "BatchNormalization":
-            role.update({node.input[1]: "scale", node.input[4]: "var"})
-    kept = []
-    for node in graph.node:
-        if node.op_type != "ConstantOfShape":
-            kept.append(node)
-            continue
-        shape = [int(d) for d in shapes[node.input[0]]]
-        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 0
-        name = node.output[0]
-        if role.get(name) == "var":
-            value = rng.uniform(0.5, 1.5, shape)
-        elif role.get(name) == "scale":
-            value = rng.uniform(0.5, 1.5, shape)
-        else:
-            value = rng.standard_normal(shape) * (np.sqrt(2.0 / fan_in) if fan_in else 0.1)
-        graph.initializer.append(onnx.numpy_helper.from_array(value.astype(np.float32), name))
-    del graph.node[:]
-    graph.node.extend(kept)
-    logits = [n.input[0] for n in graph.node if n.op_type == "Softmax"]
-    graph.output.extend(onnx.helper.make_empty_tensor_value_info(name) for name in logits)
-    return made
-
-
 @pytest.mark.parametrize("name", ["squeezenet", "resnet50", "inception_v1", "shufflenet", "densenet121"])
 def test_light_models_of_the_onnx_package_import_and_match_onnxruntime(name):
-    import os
-    path = os.path.join(os.path.dirname(onnx.__file__), "backend/test/data/light", f"light_{name}.onnx")
     rng = np.random.default_rng(7)
-    made = randomized(onnx.load(path), rng)
+    made = examples.light_model(name, seed=7)
     graph = import_onnx(made)
     (input_name, shape), = graph.inputs.items()
     network = compile_network(graph)
