@@ -39,8 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import environment  # noqa: E402
 
-from metasched.arrays import aligned_empty  # noqa: E402
-from metasched.graph import Call, examples, import_onnx, plan  # noqa: E402
+from metasched.graph import examples, import_onnx, plan  # noqa: E402
 from metasched.network import compile_network, tune_network  # noqa: E402
 from metasched.timing import format_seconds, median, repeat_seconds  # noqa: E402
 
@@ -81,25 +80,9 @@ def tuned(name: str, model, trials_per_task: int, work: Path) -> tuple[Path, int
 
 
 def own_cost(network, feeds: dict, latency: float) -> float:
-    """The latency minus the sum of each call's kernel timed alone, as a share of the latency."""
-    network(**feeds)  # the buffers hold this run's values
-    arrays = dict(network._arrays)
-    total = 0.0
-    for step in network.plan.steps:
-        if not isinstance(step, Call):
-            continue
-        kernel = network.kernels[step.task].kernel
-        buffers = list(kernel.func.inputs) + list(kernel.func.outputs)
-        args = []
-        for name, buffer in zip(step.inputs + step.outputs, buffers):
-            if name in arrays:
-                args.append(arrays[name])
-            elif name in feeds:
-                args.append(np.ascontiguousarray(feeds[name]).reshape(buffer.shape))
-            else:  # a model output: a scratch array of its shape
-                args.append(aligned_empty(tuple(buffer.shape), np.float32))
-        total += median(kernel.timings(*args, repeat=3, min_repeat_seconds=0.02))
-    return (latency - total) / latency
+    """The latency minus the sum of each call's kernel timed alone (``Network.profile``), as a
+    share of the latency."""
+    return (latency - sum(network.profile(feeds))) / latency
 
 
 def main() -> None:

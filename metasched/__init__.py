@@ -35,7 +35,7 @@ _EXPORTS = {
     "diff": "metasched.schedule.trace",
     "TasksResult": "metasched.tune", "TuneResult": "metasched.tune", "TuneTask": "metasched.tune",
     "tune": "metasched.tune", "tune_tasks": "metasched.tune",
-    "Network": "metasched.network", "compile_network": "metasched.network", "tune_network": "metasched.network", "import_onnx": "metasched.graph",
+    "Network": "metasched.network", "compile_network": "metasched.network", "tune_network": "metasched.network", "load_network": "metasched.network", "import_onnx": "metasched.graph",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -81,7 +81,7 @@ if TYPE_CHECKING:  # for type checkers and editors, which do not run __getattr__
     )
     from metasched.graph import import_onnx
     from metasched.lang import Workload, assert_outputs_close, load, parse
-    from metasched.network import Network, compile_network, tune_network
+    from metasched.network import Network, compile_network, load_network, tune_network
     from metasched.schedule import BlockRV, ExprRV, Instruction, LoopRV, Schedule, Trace, replay
     from metasched.schedule.trace import diff
     from metasched.tune import TasksResult, TuneResult, TuneTask, tune, tune_tasks

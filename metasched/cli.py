@@ -15,6 +15,8 @@
                 [--force]                      existing FILE is replaced only with --force)
     metasched replay TRACE_FILE TARGET         build a trace, check it, time it against numpy
     metasched history TARGET --db PATH         the records, newest first
+    metasched tune MODEL.onnx --db PATH        tune a network's tasks under one budget
+    metasched run MODEL.onnx [--db PATH]       compile it, time it, compare with onnxruntime
 
 A TARGET is a built-in workload's name or a ``.tensor`` file (``--name`` picks one workload of
 a file that holds several); ``EPILOG`` says how the two are told apart and what the exit codes
@@ -389,7 +391,104 @@ def _check_plot_path(args: argparse.Namespace) -> None:
     _check_output(path, "--plot", _inputs(args), args.force)
 
 
+def _is_model(target: str) -> bool:
+    """A network target: an ONNX model file."""
+    return target.lower().endswith(".onnx")
+
+
+def _shape(text: str) -> tuple[str, list[int]]:
+    """An argparse type: ``NAME=D,D,...`` (an input's shape) to ``(NAME, [D, ...])``."""
+    name, sep, dims = text.partition("=")
+    try:
+        shape = [int(d) for d in dims.split(",")]
+    except ValueError:
+        shape = []
+    if not sep or not name.strip() or not shape or any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(f"wants NAME=D,D,... (an input's shape, sizes >= 1), got {text!r}")
+    return name.strip(), shape
+
+
+def _model_graph(path: str, shapes: list[tuple[str, list[int]]]):
+    """The imported graph of the model file ``path`` (``ModelError`` for a bad one)."""
+    from metasched.graph import import_onnx
+    return import_onnx(path, dict(shapes))
+
+
+def _cmd_tune_network(args: argparse.Namespace) -> int:
+    """``metasched tune model.onnx``: the model's tasks under one budget, the task table while it
+    runs, then how to run it."""
+    from metasched.graph import plan
+    from metasched.network import tune_network
+    if len(args.workload) > 1:
+        raise _UserError("a model is tuned on its own: give one .onnx target")
+    for given, option in ((args.param, "-p"), (args.name, "--name"), (args.plot, "--plot"),
+                          (args.warm_start, "--warm-start")):
+        if given:
+            raise _UserError(f"{option} applies to a workload, not to a model (.onnx)")
+    model = args.workload[0]
+    graph = _model_graph(model, args.shape)
+    tasks = plan(graph).tasks
+    trials = 64 * len(tasks) if args.trials is None else args.trials
+    with Database(args.db) as db:
+        result = tune_network(graph, trials, trials_per_task=args.trials_per_task, database=db, seed=args.seed,
+                              strategy=args.strategy, scheduler=args.scheduler or "gradient", progress=True,
+                              warm_start=not args.no_warm_start)
+        print(f"{model}: {len(tasks)} tasks, {result.trials} new trials, "
+              f"{sum(t.earlier_trials for t in result.tasks)} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
+        for line in task_table(result):
+            print(line)
+    shapes = "".join(f" --shape {name}={','.join(map(str, dims))}" for name, dims in args.shape)
+    print(f"\nrun it: metasched run {shlex.quote(model)} --db {shlex.quote(args.db)}{shapes}")
+    return EXIT_OK
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    """``metasched run model.onnx``: compile the model from the database, run it on random
+    inputs, print its latency and per-task table, and compare with onnxruntime when it is
+    installed."""
+    from metasched.network import compile_network
+    from metasched.timing import median, repeat_seconds
+    graph = _model_graph(args.model, args.shape)
+    db = _existing_db(args.db) if args.db else None
+    try:
+        network = compile_network(graph, database=db)
+    finally:
+        if db is not None:
+            db.close()
+    inputs = network.random_inputs(args.seed)
+    outputs = network(**inputs)
+    latency = median(repeat_seconds(lambda: network(**inputs), repeat=5, min_repeat_seconds=0.2))
+    tuned = sum(k.tuned for k in network.kernels)
+    print(f"{args.model}: {len(network.kernels)} tasks ({tuned} tuned), "
+          f"{network.num_calls} kernel calls; latency {format_seconds(latency)}")
+    print(network.report(inputs))
+    try:
+        import onnxruntime
+    except ImportError:
+        print("onnxruntime is not installed: the outputs were not compared with it")
+        return EXIT_OK
+    session = onnxruntime.InferenceSession(args.model, providers=["CPUExecutionProvider"])
+    want = session.run(network.output_names, inputs)
+    rtol = network.tolerance()
+    worst, bad = 0.0, []
+    for name, got, ref in zip(network.output_names, outputs, want):
+        diff = np.abs(got.astype(np.float64) - ref)
+        worst = max(worst, float(diff.max(initial=0.0)))
+        allowed = rtol * float(np.abs(ref).max(initial=0.0)) + rtol * np.abs(ref)
+        if not (diff <= allowed).all():
+            bad.append(name)
+    print(f"largest difference from onnxruntime: {worst:.3g} (tolerance {rtol:.2g} relative)")
+    if bad:
+        print(f"outputs {', '.join(bad)} differ from onnxruntime beyond the tolerance")
+        return EXIT_MISMATCH
+    return EXIT_OK
+
+
 def _cmd_tune(args: argparse.Namespace) -> int:
+    if any(_is_model(t) for t in args.workload):
+        return _cmd_tune_network(args)
+    if args.shape:
+        raise _UserError("--shape gives a model's input shape; for a workload use -p NAME=INT")
     targets = [_weighted(target) for target in args.workload]
     if len(targets) > 1 or targets[0][1] is not None:
         return _cmd_tune_tasks(args, targets)
@@ -626,6 +725,12 @@ def _extra_tune(cmd: argparse.ArgumentParser) -> None:
                           "matmul: the first trials do better)")
     cmd.add_argument("--no-warm-start", action="store_true",
                      help="start the cost model knowing nothing of other workloads")
+    _shape_option(cmd)
+
+
+def _shape_option(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--shape", type=_shape, action="append", default=[], metavar="NAME=D,D,...",
+                     help="a model input's shape, where the model leaves a dimension symbolic (repeatable)")
 
 
 def _db_option(cmd: argparse.ArgumentParser, helptext: str = "the tuning database") -> None:
@@ -690,7 +795,8 @@ def _parser() -> argparse.ArgumentParser:
         if name == "tune":
             cmd.add_argument("workload", metavar="TARGET", nargs="+",
                              help="a built-in workload's name or a .tensor file; several share one budget, "
-                                  "each weighted by NAME:WEIGHT (how often a network runs it; default 1)")
+                                  "each weighted by NAME:WEIGHT (how often a network runs it; default 1); "
+                                  "or one ONNX model (.onnx), whose tasks share the budget (default 64 each)")
         elif default is None:
             cmd.add_argument("workload", metavar="TARGET", help="a built-in workload's name or a .tensor file")
         else:
@@ -705,6 +811,16 @@ def _parser() -> argparse.ArgumentParser:
         if extra is not None and name != "replay":
             extra(cmd)
         cmd.set_defaults(run=run)
+    helptext = ("compile an ONNX model from the tuning database (a task without records gets a default "
+                "schedule), run it on random inputs, print its latency and each task's time, and compare "
+                "its outputs with onnxruntime's when onnxruntime is installed")
+    cmd = sub.add_parser("run", help=helptext, description=helptext, **common)
+    cmd.add_argument("model", metavar="MODEL", type=_path, help="an ONNX model file (.onnx)")
+    cmd.add_argument("--db", metavar="PATH", type=_path, default=None,
+                     help="the tuning database (default: none, every task on its default schedule)")
+    cmd.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (>= 0, default 0)")
+    _shape_option(cmd)
+    cmd.set_defaults(run=_cmd_run)
     return parser
 
 

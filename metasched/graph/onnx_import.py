@@ -212,8 +212,11 @@ def _fold(ctx: OpContext, graph: Graph, opset: int) -> list[np.ndarray]:
             return [np.prod(x[0], axis=None if axes is None else tuple(axes), keepdims=bool(node.attrs.get("keepdims", 1)))]
         if op == "Split":
             return [graph_value for graph_value in _fold_split(ctx)]
+        folded = _fold_numpy(ctx)
+        if folded is not None:
+            return folded
         if x and x[0] is not None and x[0].dtype.kind in "iub":
-            return _fold_integers(ctx)
+            ctx.fail(f"{op} on integer constants is not supported")
         return _fold_by_reference(ctx, graph, opset)
     except ModelError:
         raise
@@ -237,15 +240,21 @@ def _fold_split(ctx: OpContext) -> list[np.ndarray]:
     return values
 
 
-def _fold_integers(ctx: OpContext) -> list[np.ndarray]:
-    """Shape arithmetic on integer tensors, in numpy."""
+def _fold_numpy(ctx: OpContext) -> Optional[list[np.ndarray]]:
+    """Shape arithmetic on integer tensors, and the arithmetic and data movement that weights
+    go through (a batch norm's scale, a transposed weight), in numpy; None for another
+    operator."""
     node, x, op = ctx.node, ctx.consts, ctx.node.op
     arith = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Max": np.maximum, "Min": np.minimum,
-             "Neg": np.negative, "Abs": np.abs, "Identity": lambda a: a}
+             "Neg": np.negative, "Abs": np.abs, "Identity": lambda a: a, "Dropout": lambda a, *_: a,
+             "Sqrt": np.sqrt, "Reciprocal": np.reciprocal}
     if op in arith:
-        return [np.asarray(arith[op](*[v for v in x if v is not None]))]
+        args = [v for v in x if v is not None][:1 if op == "Dropout" else None]
+        return [np.asarray(arith[op](*args))]
     if op == "Div":
-        return [np.asarray(np.trunc(x[0] / x[1]).astype(x[0].dtype))]
+        if x[0].dtype.kind in "iub":
+            return [np.asarray(np.trunc(x[0] / x[1]).astype(x[0].dtype))]
+        return [np.asarray(x[0] / x[1])]
     if op == "Gather":
         return [np.take(x[0], x[1], axis=node.attrs.get("axis", 0))]
     if op == "Concat":
@@ -260,7 +269,7 @@ def _fold_integers(ctx: OpContext) -> list[np.ndarray]:
         return [out]
     if op == "Transpose":
         return [np.transpose(x[0], ctx.attr("perm"))]
-    ctx.fail(f"{op} on integer constants is not supported")
+    return None
 
 
 def _slice_axes(ctx):

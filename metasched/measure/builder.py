@@ -76,7 +76,12 @@ class LocalBuilder(Builder):
 
     def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
         """Build each trace; results in the order of ``traces``."""
-        tasks = [(workload, trace.to_json(), self.options, self.hook) for trace in traces]
+        return self.build_many([(workload, trace) for trace in traces])
+
+    def build_many(self, pairs: Sequence[tuple[Workload, Trace]]) -> list[BuildResult]:
+        """Build each ``(workload, trace)``, the workloads free to differ (a network's tasks);
+        results in their order."""
+        tasks = [(workload, trace.to_json(), self.options, self.hook) for workload, trace in pairs]
         outcomes = self._pool.map(build_trace, tasks, self.timeout, what="build")
         return [BuildResult(o.value, None if o.ok else f"build: {o.error}", o.seconds)
                 for o in outcomes]

@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
 from metasched.arrays import aligned_empty
-from metasched.codegen import CodegenOptions, Kernel, compile_func
+from metasched.codegen import CodegenOptions, Kernel, compile_func, load_kernel
 from metasched.database import Database
-from metasched.errors import ModelError
+from metasched.errors import CodegenError, ModelError
 from metasched.graph import Call, Graph, Plan, View, import_onnx, plan
 from metasched.lang import Workload
+from metasched.measure import LocalBuilder
 from metasched.schedule import Schedule, replay
 from metasched.space import AutoInline, ParallelizeVectorizeUnroll, PostOrderApply
 from metasched.space.postproc import RewriteParallelVectorizeUnroll, VerifyKernel
+from metasched.timing import format_seconds, median
 from metasched.tune.target import host_target
 
 
@@ -51,10 +54,18 @@ class Network:
             if any(isinstance(s, Call) and name in s.inputs for s in the_plan.steps) or name in graph.outputs:
                 self._arrays[name] = _bound(value)
         self._allocate()
-        self._calls = []  # (kernel.run, [tensor names]) per step; views are set up once
+        for source, target in self._views:  # views of buffers allocated once are made once
+            if source in self._arrays:
+                self._arrays[target] = self._arrays[source].reshape(_dims(graph.shapes[target]))
+        # Per call: its kernel, its arguments with those fixed for good in place, and the
+        # (position, tensor) of those each run gives (inputs, outputs, views of inputs).
+        self._calls = []
         for step in the_plan.steps:
             if isinstance(step, Call):
-                self._calls.append((kernels[step.task].kernel, step.inputs + step.outputs))
+                names = step.inputs + step.outputs
+                fixed = [self._arrays.get(n) for n in names]
+                per_run = [(k, n) for k, n in enumerate(names) if fixed[k] is None]
+                self._calls.append((kernels[step.task].kernel, names, fixed, per_run))
 
     def _allocate(self) -> None:
         """One buffer per computed tensor that is not an output, shared by tensors whose
@@ -93,6 +104,11 @@ class Network:
         self.intermediate_bytes = allocated
 
     @property
+    def num_calls(self) -> int:
+        """The kernel calls of one run."""
+        return len(self._calls)
+
+    @property
     def input_names(self) -> list[str]:
         return list(self.graph.inputs)
 
@@ -101,6 +117,17 @@ class Network:
         return list(self.graph.outputs)
 
     def __call__(self, *args: np.ndarray, **named: np.ndarray) -> list[np.ndarray]:
+        arrays, outputs = self._run_arrays(args, named)
+        for kernel, _, fixed, per_run in self._calls:
+            if per_run:
+                fixed = list(fixed)
+                for k, name in per_run:
+                    fixed[k] = arrays[name]
+            kernel.run(*fixed)
+        return [outputs[n].reshape(self.graph.shapes[n]) for n in self.graph.outputs]
+
+    def _run_arrays(self, args: Sequence[np.ndarray], named: Mapping[str, np.ndarray]):
+        """(The arrays a run gives: inputs, new outputs and views of them, by name; the outputs.)"""
         arrays = self._bind(args, named)
         outputs = {}
         for name in self.graph.outputs:
@@ -110,11 +137,9 @@ class Network:
                 outputs[name] = aligned_empty(_dims(self.graph.shapes[name]), np.float32)
         arrays.update(outputs)
         for source, target in self._views:
-            if target not in arrays:
-                arrays[target] = arrays[source].reshape(_dims(self.graph.shapes[target]))
-        for kernel, names in self._calls:
-            kernel.run(*[arrays[n] for n in names])
-        return [outputs[n].reshape(self.graph.shapes[n]) for n in self.graph.outputs]
+            if target not in self._arrays:
+                arrays[target] = (arrays.get(source, self._arrays.get(source))).reshape(_dims(self.graph.shapes[target]))
+        return arrays, outputs
 
     def _bind(self, args: Sequence[np.ndarray], named: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         names = self.input_names
@@ -130,7 +155,7 @@ class Network:
         missing = [n for n in names if n not in given]
         if missing:
             raise ModelError(f"missing input(s) {', '.join(missing)}")
-        arrays = dict(self._arrays)
+        arrays = {}
         for name, value in given.items():
             value = np.asarray(value)
             shape = self.graph.inputs[name]
@@ -148,17 +173,84 @@ class Network:
         total = sum(self.kernels[s.task].workload.max_reduce_length for s in self.plan.steps if isinstance(s, Call))
         return 16 * float(np.finfo(np.float32).eps) * math.sqrt(max(total, 1))
 
-    def report(self) -> str:
-        """Per task: tuned or default, its calls, its time as the database recorded it."""
+    def save(self, path: Union[str, os.PathLike], overwrite: bool = False) -> None:
+        """Write the network (weights, plan, every kernel's object code) to ``path``, so that
+        ``load_network`` runs it in another process without compiling. An existing file is
+        replaced only with ``overwrite``; the file appears whole or not at all."""
+        path = os.fspath(path)
+        if os.path.exists(path) and not overwrite:
+            raise ModelError(f"{path} exists; save(..., overwrite=True) replaces it")
+        state = {"format": SAVED_FORMAT, "version": SAVED_VERSION, "graph": self.graph, "plan": self.plan,
+                 "kernels": [(k.workload, k.kernel.artifact, k.tuned, k.record_seconds) for k in self.kernels]}
+        partial = f"{path}.partial"
+        with open(partial, "wb") as file:
+            pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(partial, path)
+
+    def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
+        """Standard normal float32 inputs of the network's shapes, by name."""
+        rng = np.random.default_rng(seed)
+        return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in self.graph.inputs.items()}
+
+    def profile(self, inputs: Optional[Mapping[str, np.ndarray]] = None) -> list[float]:
+        """Per task, its seconds in one run of the network: each of its calls timed alone on
+        the network's own buffers (after a run on ``inputs``, default ``random_inputs()``),
+        added up."""
+        feeds = dict(inputs) if inputs is not None else self.random_inputs()
+        arrays, _ = self._run_arrays((), feeds)
+        arrays.update(self._arrays)
+        seconds = [0.0] * len(self.kernels)
+        for step, (kernel, names, _, _) in zip([s for s in self.plan.steps if isinstance(s, Call)], self._calls):
+            args = [arrays[n] for n in names]
+            kernel.run(*args)
+            seconds[step.task] += median(kernel.timings(*args, repeat=3, min_repeat_seconds=0.01))
+        return seconds
+
+    def report(self, inputs: Optional[Mapping[str, np.ndarray]] = None) -> str:
+        """Per task: its calls, tuned or the default schedule, its time in one run of the
+        network (``profile``) and its share of the kernels' total."""
         counts: dict[int, int] = {}
         for step in self.plan.steps:
             if isinstance(step, Call):
                 counts[step.task] = counts.get(step.task, 0) + 1
-        lines = [f"{'task':<40} {'calls':>5}  schedule"]
-        for k, entry in enumerate(self.kernels):
-            how = (f"tuned, {entry.record_seconds * 1e3:.3f} ms" if entry.tuned else "default (untuned)")
-            lines.append(f"{entry.workload.name:<40} {counts.get(k, 0):>5}  {how}")
+        seconds = self.profile(inputs)
+        total = sum(seconds) or 1.0
+        width = max([4] + [len(k.workload.name) for k in self.kernels])
+        lines = [f"{'task':<{width}}  calls  {'time':>10}  share  schedule"]
+        for k in sorted(range(len(self.kernels)), key=lambda k: -seconds[k]):
+            entry = self.kernels[k]
+            how = "tuned" if entry.tuned else "default (untuned)"
+            lines.append(f"{entry.workload.name:<{width}}  {counts.get(k, 0):>5}  {format_seconds(seconds[k]):>10}  "
+                         f"{seconds[k] / total:>5.1%}  {how}")
+        lines.append(f"{'all kernels':<{width}}  {sum(counts.values()):>5}  {format_seconds(sum(seconds)):>10}")
         return "\n".join(lines)
+
+
+SAVED_FORMAT, SAVED_VERSION = "metasched-network", 1
+
+
+def load_network(path: Union[str, os.PathLike]) -> Network:
+    """A network ``Network.save`` wrote, its kernels linked into this process (no compiling).
+    The file is a pickle: load only files you trust, as with any pickle. ``ModelError`` for a
+    missing or damaged file, another format, or kernels compiled for another CPU."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as file:
+            state = pickle.load(file)
+    except FileNotFoundError:
+        raise ModelError(f"{path}: no such file") from None
+    except Exception as err:
+        raise ModelError(f"{path}: not a saved network ({type(err).__name__}: {err})") from None
+    if not isinstance(state, dict) or state.get("format") != SAVED_FORMAT:
+        raise ModelError(f"{path}: not a network saved by metasched's Network.save")
+    if state.get("version") != SAVED_VERSION:
+        raise ModelError(f"{path}: saved in format version {state.get('version')}; this metasched reads "
+                         f"version {SAVED_VERSION}: compile the model again")
+    try:
+        kernels = [_Kernel(wl, load_kernel(artifact), tuned, seconds) for wl, artifact, tuned, seconds in state["kernels"]]
+    except CodegenError as err:
+        raise ModelError(f"{path}: {err}") from None
+    return Network(state["graph"], state["plan"], kernels)
 
 
 def _dims(shape) -> tuple[int, ...]:
@@ -172,6 +264,24 @@ def _bound(value: np.ndarray) -> np.ndarray:
     return array
 
 
+# From this many tasks on, they are compiled in worker processes, one per core (starting the
+# workers costs about a second).
+PARALLEL_FROM = 12
+
+
+def _compile_all(workloads: Sequence[Workload], schedules: Sequence[Schedule],
+                 options: Optional[CodegenOptions]) -> list[Kernel]:
+    """Each schedule compiled and loaded into this process."""
+    if len(schedules) < PARALLEL_FROM:
+        return [compile_func(sch.lower(), options) for sch in schedules]
+    with LocalBuilder(options=options) as builder:
+        built = builder.build_many(list(zip(workloads, [sch.trace for sch in schedules])))
+    for workload, result in zip(workloads, built):
+        if not result.ok:
+            raise ModelError(f"task {workload.name} did not compile: {result.error}")
+    return [load_kernel(result.artifact) for result in built]
+
+
 def compile_network(model: Union[str, os.PathLike, bytes, Graph, object], database=None,
                     shapes: Optional[Mapping[str, Sequence[int]]] = None,
                     options: Optional[CodegenOptions] = None) -> Network:
@@ -183,16 +293,17 @@ def compile_network(model: Union[str, os.PathLike, bytes, Graph, object], databa
     db = None
     if database is not None:
         db = database if isinstance(database, Database) else Database(database, read_only=True)
-    kernels = []
     target = host_target(options)
+    records = []
     try:
         for task in the_plan.tasks:
-            record = db.best(task.workload, target) if db is not None else None
-            sch = replay(task.workload, record.trace) if record is not None else default_schedule(task.workload)
-            kernel = compile_func(sch.lower(), options)
-            kernels.append(_Kernel(task.workload, kernel, record is not None,
-                                   record.median if record is not None else None))
+            records.append(db.best(task.workload, target) if db is not None else None)
     finally:
         if db is not None and db is not database:
             db.close()
+    schedules = [replay(task.workload, record.trace) if record is not None else default_schedule(task.workload)
+                 for task, record in zip(the_plan.tasks, records)]
+    compiled = _compile_all([task.workload for task in the_plan.tasks], schedules, options)
+    kernels = [_Kernel(task.workload, kernel, record is not None, record.median if record is not None else None)
+               for task, kernel, record in zip(the_plan.tasks, compiled, records)]
     return Network(graph, the_plan, kernels)

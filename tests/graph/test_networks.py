@@ -9,7 +9,7 @@ from onnx_cases import assert_matches_onnxruntime, helper, model, onnx, random
 from metasched import ModelError
 from metasched.graph import Call, View, examples, import_onnx, plan
 from metasched.lang import parse
-from metasched.network import compile_network
+from metasched.network import compile_network, load_network
 
 
 def test_mlp_matches_onnxruntime_and_fuses_each_layer_with_its_relu():
@@ -145,3 +145,28 @@ def test_tune_network_records_per_task_and_compile_network_uses_them(tmp_path):
                                          compile_network(made, database=db))
     assert all(entry.tuned for entry in network.kernels)
     assert "default (untuned)" not in network.report()
+
+
+def test_a_saved_network_runs_in_another_process_without_compiling(tmp_path):
+    import subprocess
+    import sys
+    made = examples.bottleneck(channels=8, width=4, size=5)
+    network = compile_network(made)
+    path = tmp_path / "net.msn"
+    network.save(path)
+    with pytest.raises(ModelError, match="exists; save"):
+        network.save(path)  # nothing saved is overwritten unless asked
+    x = random(np.random.default_rng(9), 1, 8, 5, 5)
+    np.save(tmp_path / "x.npy", x)
+    script = ("import sys, numpy as np, metasched\n"
+              "import metasched.codegen.compiler as c\n"
+              "c.compile_artifact = None  # loading must not compile\n"
+              f"net = metasched.load_network({str(path)!r})\n"
+              f"np.save({str(tmp_path / 'y.npy')!r}, net(np.load({str(tmp_path / 'x.npy')!r}))[0])\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), network(x)[0])
+    (tmp_path / "bad.msn").write_bytes(b"not a pickle")
+    for bad, message in [(tmp_path / "bad.msn", "not a saved network"), (tmp_path / "none.msn", "no such file")]:
+        with pytest.raises(ModelError, match=message):
+            load_network(bad)
