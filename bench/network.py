@@ -127,8 +127,9 @@ def main() -> None:
           "intermediates: ours | onnxruntime adds | largest difference |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, tasks, tuned_tasks, wall, ours, ort_time, ratio, share, ours_bytes, ort_bytes, worst in rows:
-        print(f"| {name} | {tasks} ({tuned_tasks}) | {wall:.0f} s | {format_seconds(ours)} | {format_seconds(ort_time)} "
-              f"| {ratio:.2f} | {share:.1%} | {ours_bytes / 2**20:.1f} MiB | {ort_bytes / 2**20:.1f} MiB | {worst:.2g} |")
+        print(f"| {name} | {tasks} ({tuned_tasks}) | {wall:.0f} s | {format_seconds(ours)} | "
+              f"{format_seconds(ort_time)} | {ratio:.2f} | {share:.1%} | {ours_bytes / 2**20:.1f} MiB | "
+              f"{ort_bytes / 2**20:.1f} MiB | {worst:.2g} |")
     print("\nratio: onnxruntime's time / ours (above 1: we are faster).")
 
 

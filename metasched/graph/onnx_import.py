@@ -209,7 +209,8 @@ def _fold(ctx: OpContext, graph: Graph, opset: int) -> list[np.ndarray]:
             return [np.asarray(simple[op](*x))]
         if op == "ReduceProd":
             axes = node.attrs.get("axes") if opset < 18 else (list(x[1]) if len(x) > 1 and x[1] is not None else None)
-            return [np.prod(x[0], axis=None if axes is None else tuple(axes), keepdims=bool(node.attrs.get("keepdims", 1)))]
+            keep = bool(node.attrs.get("keepdims", 1))
+            return [np.prod(x[0], axis=None if axes is None else tuple(axes), keepdims=keep)]
         if op == "Split":
             return [graph_value for graph_value in _fold_split(ctx)]
         folded = _fold_numpy(ctx)

@@ -532,7 +532,8 @@ def _reduce(e: Emitter) -> None:
     if op in ("ReduceMean", "ReduceL2"):
         sums = e.temp(shape, body, "+=", reduce)
         vars_ = index_vars(shape)
-        final = f"{sums}[{', '.join(vars_)}] / {float(total)}" if op == "ReduceMean" else f"sqrt({sums}[{', '.join(vars_)}])"
+        at = f"{sums}[{', '.join(vars_)}]"
+        final = f"{at} / {float(total)}" if op == "ReduceMean" else f"sqrt({at})"
         e.define(e.outs[0], shape, final)
     else:
         e.define(e.outs[0], shape, body, REDUCE_OPS[op], reduce)
@@ -629,7 +630,8 @@ def _window(ctx: OpContext, spatial: Shape, kernel: Sequence[int], pooling: bool
             count -= 1
         outs.append(count)
     # Windows of ceil_mode that run past the end read as if padded there.
-    after = [max(a, (o - 1) * s + e - size - b) for a, o, s, e, size, b in zip(after, outs, strides, extents, spatial, before)]
+    after = [max(a, (o - 1) * s + e - size - b)
+             for a, o, s, e, size, b in zip(after, outs, strides, extents, spatial, before)]
     return strides, dilations, before, after, outs
 
 

@@ -35,7 +35,10 @@ def default_schedule(workload: Workload) -> Schedule:
 
 
 @dataclass
-class _Kernel:
+class TaskKernel:
+    """One task of a network compiled: its workload, its kernel, whether it came from a tuning
+    record (else the default schedule) and that record's median seconds."""
+
     workload: Workload
     kernel: Kernel
     tuned: bool
@@ -47,11 +50,12 @@ class Network:
     model's outputs (a list, in the model's order). Not safe to call from two threads at once:
     intermediates live in buffers allocated once."""
 
-    def __init__(self, graph: Graph, the_plan: Plan, kernels: list[_Kernel]) -> None:
+    def __init__(self, graph: Graph, the_plan: Plan, kernels: list[TaskKernel]) -> None:
         self.graph, self.plan, self.kernels = graph, the_plan, kernels
         self._arrays: dict[str, np.ndarray] = {}
+        read = {name for step in the_plan.steps if isinstance(step, Call) for name in step.inputs}
         for name, value in graph.constants.items():
-            if any(isinstance(s, Call) and name in s.inputs for s in the_plan.steps) or name in graph.outputs:
+            if name in read:
                 self._arrays[name] = _bound(value)
         self._allocate()
         for source, target in self._views:  # views of buffers allocated once are made once
@@ -138,7 +142,8 @@ class Network:
         arrays.update(outputs)
         for source, target in self._views:
             if target not in self._arrays:
-                arrays[target] = (arrays.get(source, self._arrays.get(source))).reshape(_dims(self.graph.shapes[target]))
+                shown = arrays.get(source, self._arrays.get(source))
+                arrays[target] = shown.reshape(_dims(self.graph.shapes[target]))
         return arrays, outputs
 
     def _bind(self, args: Sequence[np.ndarray], named: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -247,7 +252,8 @@ def load_network(path: Union[str, os.PathLike]) -> Network:
         raise ModelError(f"{path}: saved in format version {state.get('version')}; this metasched reads "
                          f"version {SAVED_VERSION}: compile the model again")
     try:
-        kernels = [_Kernel(wl, load_kernel(artifact), tuned, seconds) for wl, artifact, tuned, seconds in state["kernels"]]
+        kernels = [TaskKernel(wl, load_kernel(artifact), tuned, seconds)
+                   for wl, artifact, tuned, seconds in state["kernels"]]
     except CodegenError as err:
         raise ModelError(f"{path}: {err}") from None
     return Network(state["graph"], state["plan"], kernels)
@@ -304,6 +310,6 @@ def compile_network(model: Union[str, os.PathLike, bytes, Graph, object], databa
     schedules = [replay(task.workload, record.trace) if record is not None else default_schedule(task.workload)
                  for task, record in zip(the_plan.tasks, records)]
     compiled = _compile_all([task.workload for task in the_plan.tasks], schedules, options)
-    kernels = [_Kernel(task.workload, kernel, record is not None, record.median if record is not None else None)
+    kernels = [TaskKernel(task.workload, kernel, record is not None, record.median if record is not None else None)
                for task, kernel, record in zip(the_plan.tasks, compiled, records)]
     return Network(graph, the_plan, kernels)

@@ -24,12 +24,13 @@ def mlp_file(tmp_path):
 
 def test_tune_then_run_a_model(mlp_file, tmp_path):
     db = tmp_path / "net.db"
-    done = subprocess.run([*METASCHED, "tune", str(mlp_file), "--trials", "12", "--trials-per-task", "4", "--db", str(db),
-                           "--strategy", "replay"],
+    done = subprocess.run([*METASCHED, "tune", str(mlp_file), "--trials", "12", "--trials-per-task", "4",
+                           "--db", str(db), "--strategy", "replay"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == EXIT_OK, done.stderr
     assert "3 tasks, 12 new trials" in done.stdout and f"run it: metasched run {mlp_file} --db {db}" in done.stdout
-    done = subprocess.run([*METASCHED, "run", str(mlp_file), "--db", str(db)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([*METASCHED, "run", str(mlp_file), "--db", str(db)], capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == EXIT_OK, done.stderr
     assert "3 tasks (3 tuned), 3 kernel calls; latency" in done.stdout
     assert "largest difference from onnxruntime" in done.stdout and "all kernels" in done.stdout

@@ -111,7 +111,8 @@ def test_matmul(data, seed, weight):
     rng = np.random.default_rng(seed)
     m, k, n = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 7)), data.draw(st.integers(1, 6))
     batch_a = data.draw(st.lists(st.integers(1, 3), max_size=2))
-    batch_b = [d if data.draw(st.booleans()) else 1 for d in batch_a][len(batch_a) - data.draw(st.integers(0, len(batch_a))):]
+    kept = data.draw(st.integers(0, len(batch_a)))  # b's batch: the last ``kept`` of a's, some of them 1
+    batch_b = [d if data.draw(st.booleans()) else 1 for d in batch_a][len(batch_a) - kept:]
     a_shape = batch_a + [m, k] if data.draw(st.integers(0, 4)) else [k]
     b_shape = batch_b + [k, n] if data.draw(st.integers(0, 4)) else [k]
     a, b = random(rng, *a_shape), random(rng, *b_shape)
