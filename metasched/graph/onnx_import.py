@@ -10,7 +10,7 @@ import numpy as np
 
 from metasched.errors import ModelError
 from metasched.graph.model import Graph, Node
-from metasched.graph.ops import OPS, Emitter, OpContext
+from metasched.graph.ops import OPS, OpContext, slice_params
 
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
 
@@ -265,17 +265,12 @@ def _fold_numpy(ctx: OpContext) -> Optional[list[np.ndarray]]:
         return [np.broadcast_to(x[0], shape).copy() if op == "Expand" else x[0].reshape(shape)]
     if op == "Slice":
         out = x[0]
-        for axis, (start, step, count) in enumerate(_slice_axes(ctx)):
+        for axis, (start, step, count) in enumerate(slice_params(ctx)):
             out = np.take(out, [start + step * j for j in range(count)], axis=axis)
         return [out]
     if op == "Transpose":
         return [np.transpose(x[0], ctx.attr("perm"))]
     return None
-
-
-def _slice_axes(ctx):
-    from metasched.graph.ops import _slice_params
-    return _slice_params(ctx)
 
 
 def _fold_by_reference(ctx: OpContext, graph: Graph, opset: int) -> list[np.ndarray]:

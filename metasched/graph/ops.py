@@ -369,7 +369,7 @@ def _concat(e: Emitter) -> None:
     e.define(e.outs[0], shape, body)
 
 
-def _slice_params(ctx: OpContext) -> list[tuple[int, int, int]]:
+def slice_params(ctx: OpContext) -> list[tuple[int, int, int]]:
     """Per axis of the input: (start, step, count)."""
     shape = ctx.in_shapes[0]
     if ctx.opset < 10 or "starts" in ctx.node.attrs:  # the attributes of opset 1 (and of Split's parts)
@@ -389,14 +389,14 @@ def _slice_params(ctx: OpContext) -> list[tuple[int, int, int]]:
     return out
 
 
-@register("Slice", INJECTIVE, lambda ctx: [tuple(c for _, _, c in _slice_params(ctx))])
+@register("Slice", INJECTIVE, lambda ctx: [tuple(c for _, _, c in slice_params(ctx))])
 def _slice(e: Emitter) -> None:
     shape = e.out_shapes[0]
     if 0 in shape:
         e.fail("its output is empty")
     index = index_vars(shape)
     source = []
-    for var, (start, step, _) in zip(index, _slice_params(e)):
+    for var, (start, step, _) in zip(index, slice_params(e)):
         term = var if step == 1 else f"{var} * {step}" if step > 0 else f"{start} - {var} * {-step}"
         source.append(term if step < 0 else (f"{term} + {start}" if start else term))
     e.define(e.outs[0], shape, e.load(0, source))

@@ -14,7 +14,7 @@ from typing import Sequence, Union
 import numpy as np
 
 from metasched.errors import ModelError, ParseError
-from metasched.graph.fuse import Group, partition
+from metasched.graph.fuse import partition
 from metasched.graph.model import Graph, Node
 from metasched.graph.ops import OPS, Emitter, dims
 from metasched.lang import Workload, parse
