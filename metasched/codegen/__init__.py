@@ -6,11 +6,12 @@ picklable ``Artifact``) and ``load_kernel`` (artifact → ``Kernel`` in this pro
 Parallel loops run through libgomp (or a pthread fallback, see ``runtime``), vectorized loops
 become explicit LLVM vector code (``vector``), unrolled loops are copied out.
 """
+from metasched.arrays import aligned_empty  # what a kernel's arguments are best allocated with
 from metasched.codegen.compiler import Artifact, compile_artifact, compile_func, load_kernel
 from metasched.codegen.kernel import Kernel
 from metasched.codegen.options import CodegenOptions
 from metasched.codegen.runtime import available_cores, host_description, probe_threads
 from metasched.codegen.target import host_vector_bits
 
-__all__ = ["Artifact", "CodegenOptions", "Kernel", "available_cores", "compile_artifact",
+__all__ = ["Artifact", "CodegenOptions", "Kernel", "aligned_empty", "available_cores", "compile_artifact",
            "compile_func", "host_description", "host_vector_bits", "load_kernel", "probe_threads"]

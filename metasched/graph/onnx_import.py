@@ -174,7 +174,7 @@ def _split_into_slices(ctx: OpContext) -> list[Node]:
         parts.append(Node("Slice", f"{node.name}/{out}", (node.inputs[0],), (out,),
                           {"starts": [start], "ends": [start + size], "axes": [axis]}))
         start += size
-    return [Node(p.op, p.name, p.inputs, p.outputs, p.attrs) for p in parts]
+    return parts
 
 
 # ---- folding --------------------------------------------------------------------------------------

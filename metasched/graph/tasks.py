@@ -144,17 +144,15 @@ def group_text(graph: Graph, nodes: Sequence[Node], needed: Sequence[str]) -> tu
 def single_node_workload(node: Node, in_shapes, consts, out_shapes, opset: int) -> tuple[Workload, list[int]]:
     """One node as a workload whose every output is an output: (it, the node's input
     positions of its inputs in order). For folding a node on constants."""
-    names = {f"#{k}": s for k, s in enumerate(in_shapes) if s is not None}
-    fake = Graph("fold", {}, [f"#out{k}" for k in range(len(out_shapes))], [node], {}, {}, opset=opset)
-    fake.shapes = dict(names)
-    fake.constants = {f"#{k}": c for k, c in enumerate(consts) if c is not None and np.size(c) == 1}
     renamed = Node(node.op, node.name, tuple(f"#{k}" if i else "" for k, i in enumerate(node.inputs)),
                    tuple(f"#out{k}" if o else "" for k, o in enumerate(node.outputs)), node.attrs)
-    for k, shape in enumerate(out_shapes):
-        fake.shapes[f"#out{k}"] = tuple(shape)
-    # Constant inputs that shape the computation (axes, pads) are read by the emitter directly.
-    original = {f"#{k}": c for k, c in enumerate(consts) if c is not None}
-    fake.constants.update({k: v for k, v in original.items() if np.asarray(v).dtype.kind in "iub"})
+    shapes = {f"#{k}": s for k, s in enumerate(in_shapes) if s is not None}
+    shapes.update({f"#out{k}": tuple(shape) for k, shape in enumerate(out_shapes)})
+    # One-element constants are written as numbers; integer ones (axes, pads) shape the
+    # computation and are read by the emitter; the others are the workload's inputs.
+    constants = {f"#{k}": c for k, c in enumerate(consts)
+                 if c is not None and (np.size(c) == 1 or np.asarray(c).dtype.kind in "iub")}
+    fake = Graph("fold", {}, [o for o in renamed.outputs if o], [renamed], constants, shapes, opset=opset)
     text, inputs, _ = group_text(fake, [renamed], [o for o in renamed.outputs if o])
     return _parse(text, [node]), [int(i[1:]) for i in inputs]
 

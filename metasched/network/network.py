@@ -10,8 +10,7 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from metasched.arrays import aligned_empty
-from metasched.codegen import CodegenOptions, Kernel, compile_func, load_kernel
+from metasched.codegen import CodegenOptions, Kernel, aligned_empty, compile_func, load_kernel
 from metasched.database import Database
 from metasched.errors import CodegenError, ModelError
 from metasched.graph import Call, Graph, Plan, View, import_onnx, plan

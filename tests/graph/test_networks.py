@@ -174,3 +174,13 @@ def test_a_saved_network_runs_in_another_process_without_compiling(tmp_path):
     for bad, message in [(tmp_path / "bad.msn", "not a saved network"), (tmp_path / "none.msn", "no such file")]:
         with pytest.raises(ModelError, match=message):
             load_network(bad)
+
+
+def test_float_operators_on_weights_fold_through_the_reference_evaluator():
+    node = helper.make_node
+    rng = np.random.default_rng(10)
+    made = model([node("Erf", ["w"], ["e"]), node("Softmax", ["e"], ["s"], axis=-1), node("Add", ["x", "s"], ["y"])],
+                 {"x": [3, 4]}, {"y": None}, {"w": random(rng, 3, 4)})
+    graph = import_onnx(made)
+    assert [n.op for n in graph.nodes] == ["Add"]
+    assert_matches_onnxruntime(made, {"x": random(rng, 3, 4)})
