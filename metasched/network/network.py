@@ -10,13 +10,14 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from metasched.codegen import CodegenOptions, Kernel, aligned_empty, compile_func, load_kernel
+from metasched.codegen import Artifact, CodegenOptions, Kernel, aligned_empty, compile_artifact, load_kernel
 from metasched.database import Database
 from metasched.errors import CodegenError, ModelError
 from metasched.graph import Call, Graph, Plan, View, import_onnx, plan
 from metasched.lang import Workload
+from metasched.lower.prepack import hoist_constant_copies
 from metasched.measure import LocalBuilder
-from metasched.schedule import Schedule, replay
+from metasched.schedule import Schedule, Trace, replay
 from metasched.space import AutoInline, ParallelizeVectorizeUnroll, PostOrderApply
 from metasched.space.postproc import RewriteParallelVectorizeUnroll, VerifyKernel
 from metasched.timing import format_seconds, median
@@ -34,14 +35,25 @@ def default_schedule(workload: Workload) -> Schedule:
 
 
 @dataclass
+class Pack:
+    """A program that makes one of a kernel's extra inputs from its weights, once per call
+    site (``lower.prepack``): ``sources`` are the positions of the kernel's inputs it reads."""
+
+    kernel: Kernel
+    sources: tuple[int, ...]
+
+
+@dataclass
 class TaskKernel:
     """One task of a network compiled: its workload, its kernel, whether it came from a tuning
-    record (else the default schedule) and that record's median seconds."""
+    record (else the default schedule) and that record's median seconds; ``packs`` make the
+    inputs the kernel takes after the workload's, its weights' copies made once."""
 
     workload: Workload
     kernel: Kernel
     tuned: bool
     record_seconds: Optional[float]
+    packs: tuple[Pack, ...] = ()
 
 
 class Network:
@@ -63,12 +75,25 @@ class Network:
         # Per call: its kernel, its arguments with those fixed for good in place, and the
         # (position, tensor) of those each run gives (inputs, outputs, views of inputs).
         self._calls = []
-        for step in the_plan.steps:
+        for k, step in enumerate(the_plan.steps):
             if isinstance(step, Call):
-                names = step.inputs + step.outputs
+                task = kernels[step.task]
+                packed = [self._pack(pack, [self._arrays[step.inputs[j]] for j in pack.sources], f"{k}.{j}")
+                          for j, pack in enumerate(task.packs)]
+                names = step.inputs + packed + step.outputs
                 fixed = [self._arrays.get(n) for n in names]
-                per_run = [(k, n) for k, n in enumerate(names) if fixed[k] is None]
-                self._calls.append((kernels[step.task].kernel, names, fixed, per_run))
+                per_run = [(j, n) for j, n in enumerate(names) if fixed[j] is None]
+                self._calls.append((task.kernel, names, fixed, per_run))
+
+    def _pack(self, pack: Pack, weights: list[np.ndarray], name: str) -> str:
+        """Run ``pack`` on a call's ``weights``; bind what it makes, read-only, as ``name``."""
+        (buffer,) = pack.kernel.func.outputs
+        packed = aligned_empty(_dims(buffer.shape), np.float32)
+        packed.fill(0.0)  # what no copy writes (a padded tile's rest) is read by no one
+        pack.kernel.run(*weights, packed)
+        packed.flags.writeable = False
+        self._arrays[name] = packed
+        return name
 
     def _allocate(self) -> None:
         """One buffer per computed tensor that is not an output, shared by tensors whose
@@ -185,7 +210,8 @@ class Network:
         if os.path.exists(path) and not overwrite:
             raise ModelError(f"{path} exists; save(..., overwrite=True) replaces it")
         state = {"format": SAVED_FORMAT, "version": SAVED_VERSION, "graph": self.graph, "plan": self.plan,
-                 "kernels": [(k.workload, k.kernel.artifact, k.tuned, k.record_seconds) for k in self.kernels]}
+                 "kernels": [(k.workload, k.kernel.artifact, k.tuned, k.record_seconds,
+                              [(p.kernel.artifact, p.sources) for p in k.packs]) for k in self.kernels]}
         partial = f"{path}.partial"
         with open(partial, "wb") as file:
             pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -230,7 +256,7 @@ class Network:
         return "\n".join(lines)
 
 
-SAVED_FORMAT, SAVED_VERSION = "metasched-network", 1
+SAVED_FORMAT, SAVED_VERSION = "metasched-network", 2
 
 
 def load_network(path: Union[str, os.PathLike]) -> Network:
@@ -251,8 +277,9 @@ def load_network(path: Union[str, os.PathLike]) -> Network:
         raise ModelError(f"{path}: saved in format version {state.get('version')}; this metasched reads "
                          f"version {SAVED_VERSION}: compile the model again")
     try:
-        kernels = [TaskKernel(wl, load_kernel(artifact), tuned, seconds)
-                   for wl, artifact, tuned, seconds in state["kernels"]]
+        kernels = [TaskKernel(wl, load_kernel(artifact), tuned, seconds,
+                              tuple(Pack(load_kernel(a), sources) for a, sources in packs))
+                   for wl, artifact, tuned, seconds, packs in state["kernels"]]
     except CodegenError as err:
         raise ModelError(f"{path}: {err}") from None
     return Network(state["graph"], state["plan"], kernels)
@@ -274,17 +301,37 @@ def _bound(value: np.ndarray) -> np.ndarray:
 PARALLEL_FROM = 12
 
 
-def _compile_all(workloads: Sequence[Workload], schedules: Sequence[Schedule],
-                 options: Optional[CodegenOptions]) -> list[Kernel]:
-    """Each schedule compiled and loaded into this process."""
-    if len(schedules) < PARALLEL_FROM:
-        return [compile_func(sch.lower(), options) for sch in schedules]
-    with LocalBuilder(options=options) as builder:
-        built = builder.build_many(list(zip(workloads, [sch.trace for sch in schedules])))
-    for workload, result in zip(workloads, built):
-        if not result.ok:
-            raise ModelError(f"task {workload.name} did not compile: {result.error}")
-    return [load_kernel(result.artifact) for result in built]
+def build_task(workload: Workload, trace: Trace, constants: Sequence[str],
+               options: Optional[CodegenOptions]) -> tuple[Artifact, list[tuple[Artifact, tuple[int, ...]]]]:
+    """A task's kernel, its copies of ``constants`` (input names) taken out to be made once,
+    and the programs that make them, each with the positions of the inputs it reads."""
+    prepacked = hoist_constant_copies(replay(workload, trace).lower(), constants)
+    positions = {buffer.name: k for k, buffer in enumerate(workload.inputs)}
+    packs = [(compile_artifact(p.func, options), tuple(positions[name] for name in p.sources))
+             for p in prepacked.packings]
+    return compile_artifact(prepacked.kernel, options), packs
+
+
+def _compile_all(plan_: Plan, schedules: Sequence[Schedule],
+                 options: Optional[CodegenOptions]) -> list[tuple[Kernel, tuple[Pack, ...]]]:
+    """Each task's schedule compiled (``build_task``, the weights its calls take constant)
+    and loaded into this process."""
+    jobs = []
+    for k, (task, schedule) in enumerate(zip(plan_.tasks, schedules)):
+        call = next(s for s in plan_.steps if isinstance(s, Call) and s.task == k)
+        constants = [t.name for t, constant in zip(task.workload.inputs, call.constant) if constant]
+        jobs.append((task.workload, schedule.trace, constants, options))
+    if len(jobs) < PARALLEL_FROM:
+        built = [build_task(*job) for job in jobs]
+    else:
+        with LocalBuilder(options=options) as builder:
+            outcomes = builder.workers.map(build_task, jobs, builder.timeout, what="build")
+        for (workload, *_), outcome in zip(jobs, outcomes):
+            if not outcome.ok:
+                raise ModelError(f"task {workload.name} did not compile: {outcome.error}")
+        built = [outcome.value for outcome in outcomes]
+    return [(load_kernel(kernel), tuple(Pack(load_kernel(a), sources) for a, sources in packs))
+            for kernel, packs in built]
 
 
 def compile_network(model: Union[str, os.PathLike, bytes, Graph, object], database=None,
@@ -308,7 +355,8 @@ def compile_network(model: Union[str, os.PathLike, bytes, Graph, object], databa
             db.close()
     schedules = [replay(task.workload, record.trace) if record is not None else default_schedule(task.workload)
                  for task, record in zip(the_plan.tasks, records)]
-    compiled = _compile_all([task.workload for task in the_plan.tasks], schedules, options)
-    kernels = [TaskKernel(task.workload, kernel, record is not None, record.median if record is not None else None)
-               for task, kernel, record in zip(the_plan.tasks, compiled, records)]
+    compiled = _compile_all(the_plan, schedules, options)
+    kernels = [TaskKernel(task.workload, kernel, record is not None, record.median if record is not None else None,
+                          packs)
+               for task, (kernel, packs), record in zip(the_plan.tasks, compiled, records)]
     return Network(graph, the_plan, kernels)
