@@ -15,14 +15,18 @@ give one to keep what was tuned, and a second run times it without tuning again)
    numpy in and out) and onnxruntime (CPU provider, 2 threads, sequential execution), each
    the median of 3 repeats of at least 0.2 s after 0.1 s of sleep. The ratio is the median
    over rounds of onnxruntime's time over ours (above 1: we are faster);
-4. the executable's own cost: its latency minus the sum over its calls of each kernel's time
-   alone (``Kernel.timings`` on the network's own buffers), as a share of the latency;
+   PyTorch eager (``torch_eager.py``: the same graph's operators as ``torch.nn.functional``
+   calls, 2 threads) takes its turn too when torch is installed;
+4. the executable's own cost: the same network run with every kernel replaced by one that
+   does nothing (same arguments, same calls), as a share of its latency; and, apart, the
+   latency against the sum over its calls of each kernel timed alone (``Network.profile``,
+   warm caches: what running in sequence costs, mostly weights read from memory);
 5. memory: the bytes of our intermediates against what onnxruntime's session adds to this
    process's resident memory when it is created and first run.
 
 Goals (issue 57): faster than onnxruntime on all three, the ResNet-50 tuning wall under 15
 minutes, the executable's own cost under 2% of its latency, our intermediates at most what
-onnxruntime adds. PyTorch eager is not timed yet: it would need each model written for it.
+onnxruntime adds.
 """
 from __future__ import annotations
 
@@ -39,8 +43,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from common import environment  # noqa: E402
 
+from torch_eager import torch_eager  # noqa: E402
+
+from metasched.codegen import compile_func  # noqa: E402
 from metasched.graph import examples, import_onnx, plan  # noqa: E402
-from metasched.network import compile_network, tune_network  # noqa: E402
+from metasched.ir import PrimFunc, Seq  # noqa: E402
+from metasched.network import Network, compile_network, tune_network  # noqa: E402
+from metasched.network.network import Pack, TaskKernel  # noqa: E402
 from metasched.timing import format_seconds, median, repeat_seconds  # noqa: E402
 
 MODELS = {
@@ -62,6 +71,7 @@ def resident_bytes() -> int:
 def onnxruntime_session(model):
     import onnxruntime as ort
     options = ort.SessionOptions()
+    options.log_severity_level = 3  # not a warning per unused initializer of the light models
     options.intra_op_num_threads = 2
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -79,10 +89,15 @@ def tuned(name: str, model, trials_per_task: int, work: Path) -> tuple[Path, int
     return db, tasks, result.wall_seconds
 
 
-def own_cost(network, feeds: dict, latency: float) -> float:
-    """The latency minus the sum of each call's kernel timed alone (``Network.profile``), as a
-    share of the latency."""
-    return (latency - sum(network.profile(feeds))) / latency
+def idle_twin(network: Network) -> Network:
+    """``network`` with every kernel (and pack program) replaced by one that takes the same
+    arguments and does nothing: what is left of a run is the executable's own cost."""
+    def idle(kernel):
+        f = kernel.func
+        return compile_func(PrimFunc(f"{f.name}_idle", f.inputs, f.outputs, f.workspaces, Seq(())))
+    kernels = [TaskKernel(k.workload, idle(k.kernel), k.tuned, k.record_seconds,
+                          tuple(Pack(idle(p.kernel), p.sources) for p in k.packs)) for k in network.kernels]
+    return Network(network.graph, network.plan, kernels)
 
 
 def main() -> None:
@@ -110,27 +125,42 @@ def main() -> None:
         got = network(**feeds)
         worst = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want))
         sides = {"ours": lambda: network(**feeds), "onnxruntime": lambda: session.run(None, feeds)}
+        torch_run = torch_eager(network.graph)
+        if torch_run is not None:
+            worst_torch = max(float(np.max(np.abs(g - w))) for g, w in zip(torch_run(feeds), want))
+            assert worst_torch < 1e-2, f"PyTorch eager differs from onnxruntime by {worst_torch}"
+            sides["pytorch"] = lambda: torch_run(feeds)
         times = {k: [] for k in sides}
         for r in range(args.rounds):
             for label in (list(sides) if r % 2 == 0 else list(reversed(list(sides)))):
                 time.sleep(SETTLE_SECONDS)
                 times[label].append(median(repeat_seconds(sides[label], repeat=3, min_repeat_seconds=0.2)))
-        ours, ort_time = statistics.median(times["ours"]), statistics.median(times["onnxruntime"])
-        ratio = statistics.median(o / u for o, u in zip(times["onnxruntime"], times["ours"]))
-        share = own_cost(network, feeds, ours)
+        ours = statistics.median(times["ours"])
+        ratios = {label: statistics.median(o / u for o, u in zip(times[label], times["ours"]))
+                  for label in sides if label != "ours"}
+        idle = idle_twin(network)
+        own = median(repeat_seconds(lambda: idle(**feeds), repeat=5, min_repeat_seconds=0.2)) / ours
+        in_sequence = ours / sum(network.profile(feeds))
         tuned_tasks = sum(k.tuned for k in network.kernels)
-        rows.append((name, tasks, tuned_tasks, wall, ours, ort_time, ratio, share, network.intermediate_bytes,
-                     ort_bytes, worst))
-        print(f"  timed {name}: ours {format_seconds(ours)}, onnxruntime ratio {ratio:.2f}", flush=True)
+        packed = sum(len(k.packs) for k in network.kernels)
+        rows.append((name, tasks, tuned_tasks, packed, wall, ours, {k: statistics.median(times[k]) for k in ratios},
+                     ratios, own, in_sequence, network.intermediate_bytes, ort_bytes, worst))
+        print(f"  timed {name}: ours {format_seconds(ours)}, "
+              + ", ".join(f"{k} ratio {r:.2f}" for k, r in ratios.items()), flush=True)
     print()
-    print("| model | tasks (tuned) | tuning wall | ours | onnxruntime | onnxruntime / ours | own cost | "
-          "intermediates: ours | onnxruntime adds | largest difference |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for name, tasks, tuned_tasks, wall, ours, ort_time, ratio, share, ours_bytes, ort_bytes, worst in rows:
-        print(f"| {name} | {tasks} ({tuned_tasks}) | {wall:.0f} s | {format_seconds(ours)} | "
-              f"{format_seconds(ort_time)} | {ratio:.2f} | {share:.1%} | {ours_bytes / 2**20:.1f} MiB | "
-              f"{ort_bytes / 2**20:.1f} MiB | {worst:.2g} |")
-    print("\nratio: onnxruntime's time / ours (above 1: we are faster).")
+    print("| model | tasks (tuned, packed) | tuning wall | ours | onnxruntime | onnxruntime / ours | PyTorch | "
+          "PyTorch / ours | own cost | in sequence / alone | intermediates: ours | onnxruntime adds | "
+          "largest difference |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (name, tasks, tuned_tasks, packed, wall, ours, others, ratios, own, in_sequence, ours_bytes, ort_bytes,
+         worst) in rows:
+        torch_cells = (f"{format_seconds(others['pytorch'])} | {ratios['pytorch']:.2f}" if "pytorch" in ratios
+                       else "- | -")
+        print(f"| {name} | {tasks} ({tuned_tasks}, {packed}) | {wall:.0f} s | {format_seconds(ours)} | "
+              f"{format_seconds(others['onnxruntime'])} | {ratios['onnxruntime']:.2f} | {torch_cells} | {own:.1%} | "
+              f"{in_sequence:.2f} | {ours_bytes / 2**20:.1f} MiB | {ort_bytes / 2**20:.1f} MiB | {worst:.2g} |")
+    print("\nratios: their time / ours (above 1: we are faster). own cost: the run with idle kernels / ours. "
+          "in sequence / alone: our latency / the sum of the kernels timed alone.")
 
 
 if __name__ == "__main__":
