@@ -72,3 +72,36 @@ def test_shape_option_is_checked(capsys):
         main(["run", "m.onnx", "--shape", "x=a,b"])
     assert stop.value.code == EXIT_USER_ERROR
     assert "wants NAME=D,D,..." in capsys.readouterr().err
+
+
+def test_a_network_tuning_run_killed_mid_run_loses_nothing_and_the_next_one_goes_on(mlp_file, tmp_path):
+    import os
+    import signal
+    import time
+
+    from metasched.database import Database
+    from metasched.graph import import_onnx, plan
+    db = tmp_path / "net.db"
+    command = [*METASCHED, "tune", str(mlp_file), "--trials", "12", "--db", str(db), "--strategy", "replay"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline, seen = time.monotonic() + 180, 0
+    while seen < 3 and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+        if db.exists():
+            with Database(db) as opened:
+                seen = len(opened)
+    os.killpg(process.pid, signal.SIGKILL)  # the tuner and its workers, mid-run
+    process.wait()
+    assert seen >= 3, "the tuning process did not commit three records in time"
+    assert process.returncode == -signal.SIGKILL and seen < 12  # killed, not finished
+    workloads = [task.workload for task in plan(import_onnx(str(mlp_file))).tasks]
+    with Database(db) as opened:
+        kept = {wl.name: [r.program for r in opened.records(wl)] for wl in workloads}
+    assert sum(map(len, kept.values())) >= seen
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == EXIT_OK, done.stderr
+    with Database(db) as opened:
+        after = {wl.name: [r.program for r in opened.records(wl)] for wl in workloads}
+    assert all(after[name][:len(programs)] == programs for name, programs in kept.items())  # nothing lost
+    assert sum(map(len, after.values())) == 12  # the budget counts what the killed run recorded
+    assert all(len(programs) == len(set(programs)) for programs in after.values())
