@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -678,6 +678,162 @@ def _conv(e: Emitter) -> None:
         return
     sums = e.temp(shape, body, "+=", reduce)
     e.define(e.outs[0], shape, f"{sums}[{', '.join(index)}] + {e.load(2, [index[1]])}")
+
+
+def affine(*terms: tuple[int, str], const: int = 0) -> str:
+    """``c0 * v0 + c1 * v1 + ... + const`` as index text, without zero terms or unit factors."""
+    text = ""
+    for coef, var in terms:
+        if coef:
+            sign = " - " if coef < 0 else " + "
+            part = var if abs(coef) == 1 else f"{abs(coef)} * {var}"
+            text = (f"-{part}" if coef < 0 else part) if not text else text + sign + part
+    if const or not text:
+        text = str(const) if not text else text + (f" - {-const}" if const < 0 else f" + {const}")
+    return text
+
+
+def _transpose_window(ctx: OpContext) -> list[tuple[int, int, int, int, int]]:
+    """Per spatial axis of a ConvTranspose: (stride, dilation, kernel, pad before, output
+    size), as onnxruntime computes them: an ``output_shape`` fixes the size and the pads
+    (the larger half before, unless SAME_UPPER); SAME_UPPER and SAME_LOWER make
+    ``input * stride`` where the kernel reaches that far; else ``pads`` crop the full output."""
+    x, w = ctx.in_shapes[0], ctx.in_shapes[1]
+    n = len(x) - 2
+    kernel = list(w[2:])
+    if ctx.attr("kernel_shape") and list(ctx.attr("kernel_shape")) != kernel:
+        ctx.fail(f"kernel_shape {list(ctx.attr('kernel_shape'))} differs from its weight's {kernel}")
+    strides = list(ctx.attr("strides") or [1] * n)
+    dilations = list(ctx.attr("dilations") or [1] * n)
+    pads = list(ctx.attr("pads") or [0] * (2 * n))
+    extra = list(ctx.attr("output_padding") or [0] * n)
+    wanted = list(ctx.attr("output_shape") or [])
+    wanted = wanted[2:] if len(wanted) == n + 2 else wanted
+    auto = ctx.attr("auto_pad", "NOTSET")
+    if any(len(v) != n for v in (strides, dilations, extra)) or len(pads) != 2 * n or wanted and len(wanted) != n:
+        ctx.fail(f"strides, dilations, pads, output_padding or output_shape do not match its {n} spatial axes")
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        ctx.fail(f"auto_pad {auto!r} is not known")
+    axes = []
+    for j, (size, k, s, d, a) in enumerate(zip(x[2:], kernel, strides, dilations, extra)):
+        full = (size - 1) * s + (k - 1) * d + 1 + a
+        if wanted or auto in ("SAME_UPPER", "SAME_LOWER"):
+            total = full - wanted[j] if wanted else max(0, full - size * s)
+            if total < 0:
+                ctx.fail(f"output_shape {wanted} is larger than the full output ({full} on spatial axis {j})")
+            before = total // 2 if auto == "SAME_UPPER" else total - total // 2
+            out = full - total
+        elif auto == "VALID":
+            before, out = 0, full
+        else:
+            before, out = pads[j], full - pads[j] - pads[n + j]
+        if out <= 0 or before < 0 or min(s, d, k) <= 0:
+            ctx.fail(f"its output would have {out} elements on spatial axis {j} (pads {pads}, stride {s}, "
+                     f"dilation {d}, kernel {k})")
+        axes.append((s, d, k, before, out))
+    return axes
+
+
+def _conv_transpose_shape(ctx: OpContext) -> list[Shape]:
+    x, w = ctx.in_shapes[0], ctx.in_shapes[1]
+    groups = ctx.attr("group", 1)
+    if len(x) < 3 or len(w) != len(x) or w[0] != x[1] or x[1] % groups:
+        ctx.fail(f"input {list(x)}, weight {list(w)} and group {groups} are not those of a transposed convolution")
+    return [(x[0], w[1] * groups, *(out for *_, out in _transpose_window(ctx)))]
+
+
+def _plus(text: str, const: int) -> str:
+    return f"{text} + {const}" if const > 0 else f"{text} - {-const}" if const < 0 else text
+
+
+class _TransposedAxis(NamedTuple):
+    """How a ConvTranspose sums along one spatial axis: the axis's dimensions of the sums
+    ``Z``, the reduction's extent, the input index (text plus a constant) and the span it
+    covers, the kernel index and the kernel's length it reaches, a condition (or None), and
+    the output's index into ``Z``."""
+
+    z_dims: list[int]
+    taps: int
+    x_text: str
+    x_const: int
+    x_span: tuple[int, int]
+    w_text: str
+    w_size: int
+    cond: Optional[str]
+    y_index: list[str]
+
+
+def _transposed_axis(s: int, d: int, k: int, before: int, out: int, z: list[str], tap: str, o: str) -> _TransposedAxis:
+    """Axis of stride ``s``, dilation ``d``, kernel ``k``, pad ``before`` and output size ``out``:
+    ``z`` names its variables of ``Z``, ``tap`` the reduction variable, ``o`` the output's."""
+    if s == 1:  # a convolution: i = o + before - d * tap
+        return _TransposedAxis([out], k, affine((1, z[0]), (-d, tap)), before, (before - d * (k - 1), out - 1 + before),
+                               tap, k, None, [o])
+    if d == 1:  # phase r = o % s: i = q - tap + (r + before) // s, kernel k = (r + before) % s + s * tap
+        taps, (q, r), phases = -(-k // s), z, -(-out // s)
+        span = (before // s - (taps - 1), phases - 1 + (s - 1 + before) // s)
+        y = [f"{o} // {s}", f"{o} % {s}"]
+        if before % s == 0:  # every phase starts on the same input row
+            return _TransposedAxis([phases, s], taps, affine((1, q), (-1, tap)), before // s, span,
+                                   affine((1, r), (s, tap)), s * taps, None, y)
+        return _TransposedAxis([phases, s], taps, f"{affine((1, q), (-1, tap))} + ({r} + {before}) // {s}", 0, span,
+                               f"({r} + {before}) % {s} + {s} * {tap}", s * taps, None, y)
+    numerator = affine((1, z[0]), (-d, tap), const=before)  # every tap, those that s divides
+    return _TransposedAxis([out], k, f"({numerator}) // {s}", 0, ((before - d * (k - 1)) // s, (out - 1 + before) // s),
+                           tap, k, f"({numerator}) % {s} == 0", [o])
+
+
+@register("ConvTranspose", ANCHOR, _conv_transpose_shape)
+def _conv_transpose(e: Emitter) -> None:
+    """The gradient of a convolution, written as a gather: output ``o`` sums ``X[i] * W[k]``
+    over ``o + before = s * i + d * k``. Where ``d == 1`` (or ``s == 1``) the output splits
+    into ``s`` phases, ``o = s * q + r``, each a plain convolution over ``i = q - m + (r +
+    before) // s`` with the taps ``k = (r + before) % s + s * m``: no product with an
+    inserted zero, and the sums ``Z[.., q, r, ..]`` are the output in its own order. Where
+    both exceed 1 an axis sums over every tap and keeps those where ``s`` divides
+    ``o + before - d * k``."""
+    x, w = e.in_shapes[0], e.in_shapes[1]
+    shape = e.out_shapes[0]
+    groups = e.attr("group", 1)
+    cg, fg = x[1] // groups, w[1]
+    out_vars = index_vars(shape)
+    z_vars = iter(index_vars((*shape, *shape[2:]))[2:])  # enough names: Z has at most two per axis
+    axes = []
+    for j, ((s, d, k, before, out), o) in enumerate(zip(_transpose_window(e), out_vars[2:])):
+        names = [next(z_vars) for _ in range(2 if s > 1 and d == 1 else 1)]
+        axes.append(_transposed_axis(s, d, k, before, out, names, f"m{j}", o))
+    z_shape = (*shape[:2], *(n for a in axes for n in a.z_dims))
+    reduce = [(f"m{j}", a.taps) for j, a in enumerate(axes)]
+    conds = [a.cond for a in axes if a.cond]
+    # Zero padding where the taps reach outside the input, and past the kernel's end.
+    lows = [max(0, -a.x_span[0]) for a in axes]
+    highs = [max(0, a.x_span[1] - (size - 1)) for a, size in zip(axes, x[2:])]
+    source = e.ins[0]
+    if any(lows) or any(highs):
+        p_shape = (x[0], x[1], *(size + lo + hi for size, lo, hi in zip(x[2:], lows, highs)))
+        source = e.temp(p_shape, padded(e, 0, index_vars(p_shape), [0, 0, *lows], x, "0.0", p_shape))
+    weights = e.ins[1]
+    if [a.w_size for a in axes] != list(w[2:]):
+        w_shape = (w[0], w[1], *(a.w_size for a in axes))
+        weights = e.temp(w_shape, padded(e, 1, index_vars(w_shape), [0] * len(w), w, "0.0", w_shape))
+    n, f = out_vars[0], out_vars[1]  # Z's first two variables too
+    if cg == 1:
+        channel = f if fg == 1 else f"{f} // {fg}"
+    else:
+        reduce.insert(0, ("c", cg))
+        channel = "c" if groups == 1 else f"{f} // {fg} * {cg} + c"
+    within = f if groups == 1 else ("0" if fg == 1 else f"{f} % {fg}")
+    spatial = ", ".join(_plus(a.x_text, a.x_const + low) for a, low in zip(axes, lows))
+    body = f"{source}[{n}, {channel}, {spatial}] * {weights}[{channel}, {within}, {', '.join(a.w_text for a in axes)}]"
+    if conds:
+        body = f"({body} if {' and '.join(conds)} else 0.0)"
+    direct = z_shape == tuple(shape)
+    if direct and not e.has(2):
+        e.define(e.outs[0], shape, body, "+=", reduce)
+        return
+    sums = e.temp(z_shape, body, "+=", reduce)
+    result = f"{sums}[{', '.join(out_vars if direct else [n, f, *(i for a in axes for i in a.y_index)])}]"
+    e.define(e.outs[0], shape, f"{result} + {e.load(2, [f])}" if e.has(2) else result)
 
 
 def _matmul_shape(ctx: OpContext) -> list[Shape]:
