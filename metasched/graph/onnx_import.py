@@ -10,7 +10,7 @@ import numpy as np
 
 from metasched.errors import ModelError
 from metasched.graph.model import Graph, Node
-from metasched.graph.ops import OPS, OpContext, slice_params
+from metasched.graph.ops import OPS, TABLES_AT, OpContext, slice_params
 
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
 
@@ -130,6 +130,8 @@ def _add(graph: Graph, node: Node, opset: int) -> None:
     for name in node.inputs:
         if name and name not in graph.shapes:
             raise ModelError(f"{node}: input {name!r} is computed by no node before it")
+    if node.op in OPS and OPS[node.op].tables is not None:
+        node = _with_tables(graph, node, opset)
     consts = [graph.constants.get(i) if i else None for i in node.inputs]
     ctx = OpContext(node, [graph.shapes.get(i) if i else None for i in node.inputs], consts, opset)
     runtime = [i for i in node.inputs if i and i not in graph.constants]
@@ -154,6 +156,19 @@ def _add(graph: Graph, node: Node, opset: int) -> None:
         if out:
             graph.shapes[out] = tuple(int(d) for d in shape)
     graph.nodes.append(node)
+
+
+def _with_tables(graph: Graph, node: Node, opset: int) -> Node:
+    """``node`` with the constant tables its statements read (``Op.tables``) as inputs from
+    position ``TABLES_AT`` on, each a constant of ``graph`` named after the node's output."""
+    ctx = OpContext(node, [graph.shapes.get(i) if i else None for i in node.inputs],
+                    [graph.constants.get(i) if i else None for i in node.inputs], opset)
+    names = []
+    for j, table in enumerate(OPS[node.op].tables(ctx)):
+        names.append(f"{node.outputs[0]}/table{j}")
+        graph.constants[names[-1]], graph.shapes[names[-1]] = table, tuple(table.shape)
+    inputs = node.inputs + ("",) * (TABLES_AT - len(node.inputs)) + tuple(names)
+    return Node(node.op, node.name, inputs, node.outputs, node.attrs) if names else node
 
 
 def _split_into_slices(ctx: OpContext) -> list[Node]:
@@ -328,3 +343,4 @@ def _drop_identities(graph: Graph) -> None:
             continue
         kept.append(node)
     graph.nodes = kept
+

@@ -3,16 +3,25 @@ its outputs, and the statements of the workload language that compute it (``Emit
 
 Each emitter writes statements on tensor names the caller chose, so that the statements of
 several fused operators make one workload. Shapes are static; attributes and inputs that
-shape the computation (axes, pads, a Reshape's shape) must be constants, folded at import."""
+shape the computation (axes, pads, a Reshape's shape) must be constants, folded at import.
+
+Parts, in order: ``OpContext`` and ``Emitter``; shapes and the registry (``Op``,
+``register``); element-wise operators; injective ones (reshapes, transposes, concatenation,
+slices, pads, ``Gather``, ``Resize`` with its index maps from ``graph.resize``); reductions
+(softmax, layer norm); convolutions (``Conv``, ``ConvTranspose``), matrix products and
+pooling."""
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from metasched.errors import ModelError
+from metasched.graph import resize
 from metasched.graph.model import Node
 
 Shape = tuple[int, ...]
@@ -143,21 +152,26 @@ def broadcast(ctx: OpContext, shapes: Sequence[Shape]) -> Shape:
 @dataclass(frozen=True)
 class Op:
     """An operator type: its fusion ``kind``, ``infer`` (the output shapes) and ``emit``
-    (writes statements); ``alias`` when the output is the input's data under another shape."""
+    (writes statements); ``alias`` when the output is the input's data under another shape;
+    ``tables``, when the statements need constants computed from the node's shapes and
+    attributes (a Resize's interpolation weights): the importer makes them constants of the
+    graph and inputs of the node from position ``TABLES_AT`` on."""
 
     kind: int
     infer: Callable[[OpContext], list[Shape]]
     emit: Callable[[Emitter], None]
     alias: bool = False
+    tables: Optional[Callable[[OpContext], list[np.ndarray]]] = None
 
 
 OPS: dict[str, Op] = {}
+TABLES_AT = 4  # after every input an operator with tables has in ONNX (Resize has four)
 
 
-def register(names: str, kind: int, infer, alias: bool = False):
+def register(names: str, kind: int, infer, alias: bool = False, tables=None):
     def wrap(emit):
         for name in names.split():
-            OPS[name] = Op(kind, infer, emit, alias)
+            OPS[name] = Op(kind, infer, emit, alias, tables)
         return emit
     return wrap
 
@@ -481,6 +495,132 @@ def _gather(e: Emitter) -> None:
             term = f"{term} + {int(flat[0])}"
         source = index[:axis] + [term] + index[axis + 1:]
     e.define(e.outs[0], shape, e.load(0, source))
+
+
+@dataclass(frozen=True)
+class ResizeParams:
+    """A Resize's (or an Upsample's) mode, coordinate transformation, nearest rounding, and per
+    axis its scale as onnxruntime has it (float32), as the author meant it, and its output size."""
+
+    mode: str
+    coordinates: str
+    nearest: str
+    scales: tuple[float, ...]
+    exact: tuple[Fraction, ...]
+    shape: Shape
+
+
+def resize_params(ctx: OpContext) -> ResizeParams:
+    """What a Resize or an Upsample node asks for, its scales or sizes constant; a one-line
+    ``ModelError`` for what is not supported."""
+    x = ctx.in_shapes[0]
+    rank = len(x)
+    mode = ctx.attr("mode", "nearest")
+    if mode not in ("nearest", "linear"):
+        ctx.fail(f"mode {mode!r} is not supported (nearest and linear are)")
+    if ctx.node.op == "Upsample" or ctx.opset < 11:  # asymmetric, and the rounding of opset 10
+        coordinates, nearest, sizes, axes = "asymmetric", "simple", None, list(range(rank))
+        scales = ctx.attr("scales") if ctx.node.op == "Upsample" and ctx.attr("scales") else \
+            np.asarray(ctx.const(1, "scales"), np.float32).reshape(-1).tolist()
+    else:
+        coordinates = ctx.attr("coordinate_transformation_mode", "half_pixel")
+        nearest = ctx.attr("nearest_mode", "round_prefer_floor")
+        if coordinates not in resize.COORDINATE_MODES:
+            ctx.fail(f"coordinate_transformation_mode {coordinates!r} is not supported "
+                     f"({', '.join(resize.COORDINATE_MODES)} are)")
+        if mode == "nearest" and nearest not in resize.NEAREST_MODES:
+            ctx.fail(f"nearest_mode {nearest!r} is not supported ({', '.join(resize.NEAREST_MODES)} are)")
+        if ctx.attr("antialias", 0) or ctx.attr("exclude_outside", 0):
+            ctx.fail("antialias and exclude_outside are not supported")
+        axes = [ctx.axis(a, rank) for a in (ctx.attr("axes") or range(rank))]
+        given = [k for k in (2, 3) if ctx.has(k) and np.size(ctx.const(k, "scales or sizes"))]
+        if len(given) != 1:
+            ctx.fail("it needs exactly one of scales and sizes, a constant that is not empty")
+        scales = np.asarray(ctx.consts[2], np.float32).reshape(-1).tolist() if given == [2] else None
+        sizes = ctx.ints(3, "sizes") if given == [3] else None
+    if len(scales if sizes is None else sizes) != len(axes):
+        ctx.fail(f"its scales or sizes do not match the {len(axes)} axes it resizes (input of rank {rank})")
+    out, floats, exact = list(x), [1.0] * rank, [Fraction(1)] * rank
+    if sizes is None:
+        if any(not v > 0 for v in scales) or (ctx.node.op == "Upsample" and any(v < 1 for v in scales)):
+            ctx.fail(f"scales {scales} are not all positive (at least 1 for Upsample)")
+        for a, v in zip(axes, scales):
+            out[a], floats[a], exact[a] = int(np.float32(v) * np.float32(x[a])), v, resize.simplest_fraction(v)
+    else:
+        policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
+        if policy not in ("stretch", "not_larger", "not_smaller"):
+            ctx.fail(f"keep_aspect_ratio_policy {policy!r} is not known")
+        ratios = [np.float32(v) / np.float32(x[a]) for a, v in zip(axes, sizes)]
+        if policy != "stretch":
+            kept = min(ratios) if policy == "not_larger" else max(ratios)
+            sizes = [int(np.floor(float(kept * np.float32(x[a])) + 0.5)) for a in axes]
+            ratios = [kept] * len(axes)
+        for a, v, r in zip(axes, sizes, ratios):
+            out[a], floats[a] = v, float(r)
+            exact[a] = Fraction(v, x[a]) if policy == "stretch" else resize.simplest_fraction(r)
+    if min(out) <= 0:
+        ctx.fail(f"its output {out} would be empty")
+    return ResizeParams(mode, coordinates, nearest, tuple(floats), tuple(exact), tuple(out))
+
+
+def _resize_maps(ctx: OpContext) -> list[Optional[resize.AxisMap]]:
+    """Per axis, where the output reads (None: at its own index). onnxruntime copies an input
+    whose shape does not change, and leaves an axis of scale 1 alone."""
+    p, x = resize_params(ctx), ctx.in_shapes[0]
+    if p.shape == tuple(x):
+        return [None] * len(x)
+    return [None if np.float32(scale) == 1 else
+            resize.nearest_map(p.coordinates, p.nearest, out, size, scale, exact) if p.mode == "nearest" else
+            resize.linear_map(p.coordinates, out, size, scale, exact)
+            for out, size, scale, exact in zip(p.shape, x, p.scales, p.exact)]
+
+
+def _resize_tables(ctx: OpContext) -> list[np.ndarray]:
+    return [m.weights for m in _resize_maps(ctx) if m is not None and m.weights is not None]
+
+
+MAX_RESIZE_LOADS = 256  # loads written for one output element (a guard against a map in shards)
+
+
+@register("Resize Upsample", INJECTIVE, lambda ctx: [resize_params(ctx).shape], tables=_resize_tables)
+def _resize(e: Emitter) -> None:
+    """Each output element is the sum over the taps of the resized axes (one per axis for
+    nearest, two for linear) of the input there times the taps' weights (constant tables)."""
+    maps, shape = _resize_maps(e), e.out_shapes[0]
+    index = index_vars(shape)
+    resized = [(k, m) for k, m in enumerate(maps) if m is not None]
+    shards = {(k, t): resize.pieces(m.sources[t], m.slope) for k, m in resized for t in range(len(m.sources))}
+    corners = list(itertools.product(*[range(len(m.sources)) for _, m in resized]))
+    loads = sum(math.prod(len(shards[k, t]) for (k, _), t in zip(resized, taps)) for taps in corners)
+    if loads > MAX_RESIZE_LOADS:
+        e.fail(f"its index maps fall into too many pieces ({loads} loads per element)")
+    terms = []
+    for taps in corners:
+        table = iter(range(TABLES_AT, len(e.ins)))
+        weights = [e.load(next(table), [index[k], str(t)]) for (k, m), t in zip(resized, taps) if m.weights is not None]
+        read = _read_through(e, index, [(k, shards[k, t]) for (k, _), t in zip(resized, taps)])
+        terms.append(" * ".join(weights + [read]))
+    e.define(e.outs[0], shape, " + ".join(terms))
+
+
+def _read_through(e: Emitter, index: list[str], axes: list[tuple[int, list[resize.Piece]]]) -> str:
+    """Input 0 at ``index``, where each of ``axes`` (a position, the pieces of its map) reads at
+    its map's index: a tree of conditionals on the output index, a piece at each leaf."""
+    if not axes:
+        return e.load(0, index)
+    (k, shards), rest = axes[0], axes[1:]
+
+    def tree(part: list[resize.Piece]) -> str:
+        if len(part) > 1:
+            mid = len(part) // 2
+            return f"({tree(part[:mid])} if {index[k]} < {part[mid].start} else {tree(part[mid:])})"
+        p = part[0]
+        line = affine((p.a, index[k]), const=p.b)
+        at = list(index)
+        at[k] = str(p.b // p.c) if p.a == 0 else line if p.c == 1 else \
+            f"{f'({line})' if ' ' in line else line} // {p.c}"
+        return _read_through(e, at, rest)
+    return tree(shards)
 
 
 # ---- reductions ------------------------------------------------------------------------------------

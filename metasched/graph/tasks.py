@@ -11,8 +11,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
-import numpy as np
-
 from metasched.errors import ModelError, ParseError
 from metasched.graph.fuse import partition
 from metasched.graph.model import Graph, Node
@@ -148,10 +146,10 @@ def single_node_workload(node: Node, in_shapes, consts, out_shapes, opset: int) 
                    tuple(f"#out{k}" if o else "" for k, o in enumerate(node.outputs)), node.attrs)
     shapes = {f"#{k}": s for k, s in enumerate(in_shapes) if s is not None}
     shapes.update({f"#out{k}": tuple(shape) for k, shape in enumerate(out_shapes)})
-    # One-element constants are written as numbers; integer ones (axes, pads) shape the
-    # computation and are read by the emitter; the others are the workload's inputs.
-    constants = {f"#{k}": c for k, c in enumerate(consts)
-                 if c is not None and (np.size(c) == 1 or np.asarray(c).dtype.kind in "iub")}
+    # Every input is a constant here: one-element ones are written as numbers, those that
+    # shape the computation (axes, pads, a Resize's scales) are read by the emitter, and the
+    # others become the workload's inputs where the statements read them.
+    constants = {f"#{k}": c for k, c in enumerate(consts) if c is not None}
     fake = Graph("fold", {}, [o for o in renamed.outputs if o], [renamed], constants, shapes, opset=opset)
     text, inputs, _ = group_text(fake, [renamed], [o for o in renamed.outputs if o])
     return _parse(text, [node]), [int(i[1:]) for i in inputs]

@@ -1,5 +1,6 @@
-"""ConvTranspose on awkward shapes drawn by hypothesis, compiled with default schedules and
-compared with onnxruntime (and, in 3-D, which onnxruntime does not run, with its definition)."""
+"""ConvTranspose, Resize and Upsample on awkward shapes drawn by hypothesis, compiled with
+default schedules and compared with onnxruntime (ConvTranspose in 3-D, which onnxruntime does
+not run, with its definition)."""
 from __future__ import annotations
 
 import numpy as np
@@ -106,3 +107,90 @@ def test_conv_transpose_output_shape_beyond_the_full_output_is_a_one_line_error(
                  {"x": [1, 2, 5]}, {"y": None}, {"w": np.ones((2, 3, 3), np.float32)})
     with pytest.raises(ModelError, match=r"node 'up' \(ConvTranspose\): output_shape \[20\] is larger"):
         import_onnx(made)
+
+
+# ---- Resize and Upsample --------------------------------------------------------------------------
+
+SCALES = [0.5, 0.6, 0.75, 1.0, 1.3, 1.5, 2.0, 3.0]
+COORDINATES = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"]
+ROUNDING = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+
+
+@st.composite
+def resize_cases(draw):
+    rank = draw(st.sampled_from([2, 4, 4]))
+    shape = [draw(st.integers(1, 3)) for _ in range(rank - 2)] + [draw(st.integers(1, 7)) for _ in range(2)]
+    mode = draw(st.sampled_from(["nearest", "linear"]))
+    attrs = dict(mode=mode, coordinate_transformation_mode=draw(st.sampled_from(COORDINATES)))
+    if mode == "nearest":
+        attrs["nearest_mode"] = draw(st.sampled_from(ROUNDING))
+    resized = [draw(st.sampled_from(SCALES)) for _ in range(2)]
+    if draw(st.booleans()):  # scales (an output of at least one element on each axis)
+        resized = [s if int(np.float32(s) * np.float32(n)) > 0 else 1.0 for s, n in zip(resized, shape[-2:])]
+        given = ("scales", np.array([1.0] * (rank - 2) + resized, np.float32))
+    else:
+        given = ("sizes", np.array(shape[:-2] + [draw(st.integers(1, 12)) for _ in range(2)], np.int64))
+    return shape, attrs, given
+
+
+@FEW
+@given(case=resize_cases(), seed=seeds)
+def test_resize(case, seed):
+    shape, attrs, (kind, value) = case
+    inputs = ["x", "", "scales"] if kind == "scales" else ["x", "", "", "sizes"]
+    nodes = [helper.make_node("Resize", inputs, ["r"], **attrs), helper.make_node("Relu", ["r"], ["y"])]
+    made = model(nodes, {"x": shape}, {"y": None}, {kind: value}, opset=13)
+    assert_matches_onnxruntime(made, {"x": random(np.random.default_rng(seed), *shape)})
+
+
+@pytest.mark.slow
+@MORE
+@given(case=resize_cases(), seed=seeds)
+def test_resize_more(case, seed):
+    test_resize.hypothesis.inner_test(case, seed)
+
+
+@pytest.mark.parametrize("op, opset, mode", [("Upsample", 9, "nearest"), ("Upsample", 7, "linear"),
+                                             ("Resize", 10, "nearest"), ("Resize", 10, "linear")])
+def test_upsample_and_resize_of_opset_10(op, opset, mode):
+    rng = np.random.default_rng(opset)
+    scales = [1.0, 1.0, 0.5 if op == "Resize" else 1.5, 3.0]
+    weights, inputs, attrs = {}, ["x"], {"mode": mode}
+    if opset < 9:
+        attrs["scales"] = scales
+    else:
+        weights["scales"] = np.array(scales, np.float32)
+        inputs.append("scales")
+    made = model([helper.make_node(op, inputs, ["y"], **attrs)], {"x": [1, 2, 5, 3]}, {"y": None}, weights, opset=opset)
+    assert_matches_onnxruntime(made, {"x": random(rng, 1, 2, 5, 3)})
+
+
+def test_resize_of_opset_18_with_axes_and_a_kept_aspect_ratio():
+    rng = np.random.default_rng(18)
+    nodes = [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[3, 2],
+                              keep_aspect_ratio_policy="not_larger")]
+    made = model(nodes, {"x": [1, 2, 5, 4]}, {"y": None}, {"sizes": np.array([9, 7], np.int64)}, opset=18)
+    assert_matches_onnxruntime(made, {"x": random(rng, 1, 2, 5, 4)})
+
+
+@pytest.mark.parametrize("attrs, message", [
+    (dict(mode="cubic"), r"mode 'cubic' is not supported"),
+    (dict(coordinate_transformation_mode="tf_crop_and_resize"), r"'tf_crop_and_resize' is not supported"),
+    (dict(nearest_mode="nearest"), r"nearest_mode 'nearest' is not supported")])
+def test_unsupported_resize_attributes_are_one_line_errors_naming_the_node(attrs, message):
+    made = model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up", **attrs)], {"x": [1, 1, 2, 2]},
+                 {"y": None}, {"scales": np.array([1, 1, 2, 2], np.float32)})
+    with pytest.raises(ModelError, match=r"^node 'up' \(Resize\): .*" + message) as caught:
+        import_onnx(made)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_resize_and_a_conv_transpose_of_constants_fold_at_import():
+    rng = np.random.default_rng(5)
+    node = helper.make_node
+    nodes = [node("Resize", ["c", "", "scales"], ["r"], mode="linear"), node("ConvTranspose", ["r", "w"], ["t"]),
+             node("Add", ["t", "x"], ["y"])]
+    weights = {"c": random(rng, 1, 2, 3, 2), "scales": np.array([1, 1, 2, 2], np.float32), "w": random(rng, 2, 3, 2, 2)}
+    made = model(nodes, {"x": [1, 3, 7, 5]}, {"y": None}, weights)
+    assert [n.op for n in import_onnx(made).nodes] == ["Add"]
+    assert_matches_onnxruntime(made, {"x": random(rng, 1, 3, 7, 5)})
