@@ -24,6 +24,7 @@ _EXPORTS = {
     "build": "metasched.build",
     "CodegenOptions": "metasched.codegen", "Kernel": "metasched.codegen",
     "Database": "metasched.database",
+    "ClusterError": "metasched.errors",
     "DatabaseError": "metasched.errors", "KernelArgumentError": "metasched.errors", "ModelError": "metasched.errors",
     "MetaschedError": "metasched.errors", "MismatchError": "metasched.errors", "ParseError": "metasched.errors",
     "ScheduleError": "metasched.errors", "TraceError": "metasched.errors", "WarmStartError": "metasched.errors",

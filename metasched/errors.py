@@ -95,6 +95,12 @@ class ModelError(MetaschedError, ValueError):
     compiled network do not match its inputs. The message names the node or input."""
 
 
+class ClusterError(MetaschedError):
+    """A Dask cluster cannot build or time the candidates: its scheduler cannot be reached or
+    went away, no worker holds the runner resource, the runner workers differ in CPU, or no
+    worker has the runner's CPU to build for it. The message says which, and what to start."""
+
+
 class WarmStartError(MetaschedError, ValueError):
     """A warm start that ``tune`` was asked for cannot be made: a workload named is the one
     tuned, the strategy has no cost model of the tuner's making, or the database holds no

@@ -10,7 +10,9 @@ from typing import Callable, Optional, Sequence
 
 from metasched.codegen import Artifact, CodegenOptions, available_cores, compile_artifact
 from metasched.ir.stmt import PrimFunc
+from metasched.errors import ClusterError
 from metasched.lang.workload import Workload
+from metasched.measure.machine import Machine
 from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
 from metasched.schedule import Trace, replay
@@ -45,6 +47,13 @@ def build_trace(workload: Workload, trace_json: dict, options: CodegenOptions,
     return compile_artifact(func, options)
 
 
+def build_in(pool: WorkerPool, tasks: Sequence[tuple], timeout: float) -> list[BuildResult]:
+    """``build_trace`` of each task's arguments in ``pool``'s processes, each under ``timeout``
+    seconds; results in their order."""
+    outcomes = pool.map(build_trace, tasks, timeout, what="build")
+    return [BuildResult(o.value, None if o.ok else f"build: {o.error}", o.seconds) for o in outcomes]
+
+
 class Builder(Service, ABC):
     """Builds batches of traces into artifacts for the target of its ``options``. A builder
     of your own (a cluster's, say) is a subclass with ``build``; ``start`` and ``close``
@@ -55,6 +64,15 @@ class Builder(Service, ABC):
     @abstractmethod
     def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
         """Build each trace; results in the order of ``traces``, a failure as its reason."""
+
+    def build_for(self, machine: Machine) -> None:
+        """Build for ``machine`` (the runner's, which the tuning run tells before it builds).
+        This builder compiles on this machine, for its CPU: another machine is refused, since
+        its runner could not load the kernels (a cluster's builder builds on machines like it)."""
+        here = Machine.here()
+        if machine != here:
+            raise ClusterError(f"{type(self).__name__} compiles here ({here}) for this CPU, but the runner "
+                               f"times on {machine}: build on machines like the runner's (DaskBuilder)")
 
 
 class LocalBuilder(Builder):
@@ -82,9 +100,7 @@ class LocalBuilder(Builder):
         """Build each ``(workload, trace)``, the workloads free to differ (a network's tasks);
         results in their order."""
         tasks = [(workload, trace.to_json(), self.options, self.hook) for workload, trace in pairs]
-        outcomes = self._pool.map(build_trace, tasks, self.timeout, what="build")
-        return [BuildResult(o.value, None if o.ok else f"build: {o.error}", o.seconds)
-                for o in outcomes]
+        return build_in(self._pool, tasks, self.timeout)
 
     @property
     def workers(self) -> WorkerPool:

@@ -20,6 +20,7 @@ from metasched.codegen import Artifact, load_kernel
 from metasched.errors import MismatchError
 from metasched.lang import assert_outputs_close
 from metasched.lang.workload import Workload
+from metasched.measure.machine import Machine
 from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
 
@@ -117,6 +118,11 @@ class Runner(Service, ABC):
         """Check and time each artifact; results in their order, a failure as its reason.
         ``best``, the best median seconds known, lets a clear loser be timed once."""
 
+    def machine(self) -> Machine:
+        """The machine the kernels are timed on: what they are built for, and whose CPU is the
+        target of the records. This one; a runner elsewhere (a cluster's) says which."""
+        return Machine.here()
+
 
 class LocalRunner(Runner):
     """Times kernels one at a time in one spawned worker process (a measurement runs alone:
@@ -148,3 +154,12 @@ class LocalRunner(Runner):
 
     def close(self) -> None:
         self._pool.close()
+
+    def __getstate__(self) -> dict:
+        """Its settings, without its worker process: a copy (a cluster's runner worker gets
+        one) starts its own."""
+        return {k: v for k, v in self.__dict__.items() if k != "_pool"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._pool = WorkerPool(1, "metasched-runner")

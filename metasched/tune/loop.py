@@ -2,7 +2,7 @@
 builds it, the shared runner times each program, and each result goes to the database once
 the shared load guard has seen the machine quiet after it (``measure.guard.LoadGuard``), at
 the latest at the end of the batch: a run that is killed loses at most the timings of the
-batch it was timing (one stopped with Ctrl-C records them)."""
+batch it was timing (one stopped with Ctrl-C, or by a cluster that went away, records them)."""
 from __future__ import annotations
 
 import statistics
@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from metasched.database import Confirmation, Database, Target
+from metasched.errors import ClusterError
 from metasched.lang.workload import Workload
 from metasched.measure import BuildResult, Builder, Runner
 from metasched.measure.confirm import Confirmation as Confirming
@@ -92,7 +93,7 @@ class TaskLoop:
             for proposal, result in zip(proposals, built):
                 self._measure(proposal, result)
             self._settle(now=True)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, ClusterError):
             self._record_held()  # what was measured is kept, checked or not
             raise
         self.search.notify(proposals, self.batch_seconds)

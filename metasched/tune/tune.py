@@ -17,6 +17,7 @@ from metasched.errors import WarmStartError, check_integer, check_type
 from metasched.lang.workload import Workload
 from metasched.measure import Builder, LocalBuilder, LocalRunner, Runner
 from metasched.measure.guard import LoadGuard
+from metasched.measure.machine import Machine
 from metasched.search import (
     DEFAULT_STRATEGY, STRATEGIES, CostModel, EvolutionarySearch, GBTModel, SearchContext, SearchStrategy,
     make_strategy,
@@ -26,7 +27,7 @@ from metasched.space import SpaceGenerator, cpu_default
 from metasched.tune.loop import ProgressCallback, TaskLoop, WorkerTasks
 from metasched.tune.result import TasksResult, TuneResult, weighted_seconds
 from metasched.tune.scheduler import SCHEDULERS, RoundRobin, TaskScheduler, make_scheduler
-from metasched.tune.target import host_target
+from metasched.tune.target import machine_target
 from metasched.tune.task import RoundRecord, TaskState, TuneTask
 from metasched.tune.warm_start import checked, warm_start as warm_model
 
@@ -54,7 +55,9 @@ def tune(workload: Workload, trials: int = 64, database: DatabaseArgument = None
     ``strategy`` names a strategy of ``metasched.search.STRATEGIES`` or is one; ``space``
     defaults to ``cpu_default()``; ``options`` are the code generator's (and decide the
     target's thread count; a given ``builder``'s own options win). ``builder`` and ``runner``
-    default to fresh local ones, closed at the end; given ones stay open for the caller.
+    default to fresh local ones, closed at the end; given ones stay open for the caller. The
+    target is the runner's machine (``Runner.machine``: a cluster's runner, as
+    ``metasched.measure.dask.DaskRunner``, reports its own), and the builder builds for it.
     ``batch_size``: programs built and measured per proposal (default: the strategy's, 16 for
     evolutionary search, 8 for random). ``progress``: True draws a progress bar; a callable is
     called with each trial and the best median seconds so far.
@@ -217,7 +220,9 @@ class _Run:
         owned: list = [] if isinstance(self.database, TuningDatabase) else [db]
         try:
             options = self.builder.options if self.builder else (self.options or CodegenOptions())
-            target = host_target(options)
+            # The runner's machine: a cluster's runner reports its own (a ClusterError when it cannot).
+            machine = self.runner.machine() if isinstance(self.runner, Runner) else Machine.here()
+            target = machine_target(machine, options)
             results = []
             for task in tasks:
                 db.add_workload(task.workload)
@@ -229,15 +234,17 @@ class _Run:
             cap = self.cap
             if sum(r.earlier_trials for r in results) < self.trials and any(cap is None or r.earlier_trials < cap
                                                                             for r in results):
-                self._rounds(db, target, options, tasks, result, owned)
+                self._rounds(db, target, machine, options, tasks, result, owned)
         finally:
             for thing in reversed(owned):
                 thing.close()
         return result
 
-    def _rounds(self, db, target, options, tasks: list[TuneTask], result: TasksResult, owned: list) -> None:
+    def _rounds(self, db, target, machine: Machine, options, tasks: list[TuneTask], result: TasksResult,
+                owned: list) -> None:
         """The rounds of the run, then the confirmation of every task that measured anything;
-        builder and runner made here go into ``owned``, for ``tune`` to close."""
+        builder and runner made here go into ``owned``, for ``tune`` to close; the builder
+        builds for the runner's ``machine``."""
         trials, scheduler, cap, batch_size = self.trials, self.scheduler, self.cap, self.batch_size
         task_progress, run_progress = self.task_progress, self.run_progress
         keys = {t.workload.key for t in tasks}
@@ -255,6 +262,8 @@ class _Run:
         if runner is None:
             runner = LocalRunner()
             owned.append(runner)
+        if isinstance(builder, Builder):
+            builder.build_for(machine)
         builder.start()
         runner.start()
         lend = WorkerTasks(builder.workers) if isinstance(builder, LocalBuilder) else InProcess()
