@@ -16,6 +16,7 @@
     metasched replay TRACE_FILE TARGET         build a trace, check it, time it against numpy
     metasched history TARGET --db PATH         the records, newest first
     metasched tune MODEL.onnx --db PATH        tune a network's tasks under one budget
+    metasched tune ... --cluster ADDRESS       build and measure on a Dask cluster (docs/cluster.md)
     metasched run MODEL.onnx [--db PATH]       compile it, time it, compare with onnxruntime
 
 A TARGET is a built-in workload's name or a ``.tensor`` file (``--name`` picks one workload of
@@ -29,12 +30,13 @@ and ``main`` (where errors become exit codes).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shlex
 import sys
 import time
-from typing import NoReturn, Optional, Sequence
+from typing import Iterator, NoReturn, Optional, Sequence
 
 import numpy as np
 
@@ -72,7 +74,8 @@ exit codes:
        not parse, an unknown workload or parameter, sizes whose tensors do not fit in the
        memory available, a schedule that does not apply to the workload, an output (-o,
        --plot) that would replace an input or, without --force, an existing file, a curve
-       that could not be saved after tuning (the trials are kept)
+       that could not be saved after tuning (the trials are kept), a --cluster that cannot
+       be reached, has no worker to time kernels or goes away (the trials are kept)
   130  interrupted (Ctrl-C)
   141  the reader of the output went away (as in `metasched workloads | head -1`)
 """
@@ -429,10 +432,10 @@ def _cmd_tune_network(args: argparse.Namespace) -> int:
     graph = _model_graph(model, args.shape)
     tasks = plan(graph).tasks
     trials = 64 * len(tasks) if args.trials is None else args.trials
-    with Database(args.db) as db:
+    with _measuring(args) as measuring, Database(args.db) as db:
         result = tune_network(graph, trials, trials_per_task=args.trials_per_task, database=db, seed=args.seed,
                               strategy=args.strategy, scheduler=args.scheduler or "gradient", progress=True,
-                              warm_start=not args.no_warm_start)
+                              warm_start=not args.no_warm_start, **measuring)
         print(f"{model}: {len(tasks)} tasks, {result.trials} new trials, "
               f"{sum(t.earlier_trials for t in result.tasks)} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
         for line in task_table(result):
@@ -511,11 +514,11 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     if args.warm_start and not os.path.exists(args.db):
         raise _UserError(f"--warm-start reads the records of other workloads in --db {args.db}, "
                          f"which does not exist")
-    with Database(args.db) as db:
+    with _measuring(args) as measuring, Database(args.db) as db:
         # DatabaseError for a name of no workload, of several, or of one that cannot be rebuilt.
         warm = [db.workload(name) for name in args.warm_start] or not args.no_warm_start
         result = tune(wl, trials=args.trials, database=db, seed=args.seed, strategy=args.strategy,
-                      progress=True, warm_start=warm)
+                      progress=True, warm_start=warm, **measuring)
         failed = len(result.failures)
         print(f"{wl.label}: {len(result.history)} new trials ({failed} failed), "
               f"{result.earlier_trials} earlier ones in {args.db}, {result.wall_seconds:.1f} s")
@@ -542,8 +545,39 @@ def _cmd_tune(args: argparse.Namespace) -> int:
             return EXIT_MISMATCH
         print(f"\n# best trace (record {result.best_record.id}, "
               f"{format_seconds(result.best_seconds)} when tuned)\n{result.best_trace}\n")
-    _check_and_time(result.best_schedule, seed=0)
+    if args.cluster:
+        print(_timed_elsewhere(result.target))
+    else:
+        _check_and_time(result.best_schedule, seed=0)
     return EXIT_OK if plotted else EXIT_USER_ERROR
+
+
+@contextlib.contextmanager
+def _measuring(args: argparse.Namespace) -> Iterator[dict]:
+    """``tune``'s builder and runner for ``--cluster`` (none without it: local ones), closed
+    after the run. An address that does not answer, a cluster that cannot time kernels or a
+    scheduler that goes away mid-run is a ``ClusterError``: one line."""
+    if args.cluster is None:
+        yield {}
+        return
+    try:
+        from metasched.measure.dask import DaskBuilder, DaskRunner, connect
+    except ImportError:
+        raise _UserError("--cluster needs Dask's distributed: pip install 'metasched[dask]'") from None
+    client = connect(args.cluster)
+    runner = DaskRunner(client)
+    try:
+        runner.machine()  # a cluster that cannot time kernels says so before the database is made
+        yield dict(builder=DaskBuilder(client), runner=runner)
+    finally:
+        runner.close()
+        client.close()
+
+
+def _timed_elsewhere(target) -> str:
+    """Why the best is not timed against numpy here after a run on a cluster."""
+    return (f"timed on the cluster's runner ({target.cpu}, {target.num_threads} threads); on a machine like it, "
+            f"`metasched best` checks the best and times it against numpy")
 
 
 def _weighted(target: str) -> tuple[str, Optional[float]]:
@@ -582,10 +616,10 @@ def _cmd_tune_tasks(args: argparse.Namespace, targets: list[tuple[str, Optional[
         seen[wl.key] = target
         tasks.append(TuneTask(wl, 1.0 if weight is None else weight))
     trials = 64 * len(tasks) if args.trials is None else args.trials
-    with Database(args.db) as db:
+    with _measuring(args) as measuring, Database(args.db) as db:
         result = tune_tasks(tasks, trials=trials, database=db, seed=args.seed, strategy=args.strategy,
                             scheduler=args.scheduler or "gradient", trials_per_task=args.trials_per_task,
-                            progress=True, warm_start=not args.no_warm_start)
+                            progress=True, warm_start=not args.no_warm_start, **measuring)
         print(f"{len(tasks)} tasks: {result.trials} new trials, {sum(t.earlier_trials for t in result.tasks)} "
               f"earlier ones in {args.db}, {result.wall_seconds:.1f} s")
         for line in task_table(result):
@@ -594,6 +628,9 @@ def _cmd_tune_tasks(args: argparse.Namespace, targets: list[tuple[str, Optional[
             for reason in task.unconfirmed:
                 print(f"{task.workload.label}: not confirmed: {reason}")
         schedules = [(task, task.best_schedule) for task in result.tasks]
+    if args.cluster:
+        print(_timed_elsewhere(result.target))
+        return EXIT_MISMATCH if any(sch is None for _, sch in schedules) else EXIT_OK
     print("\n# each task's best, checked and timed against its numpy version as called")
     missing = 0
     for task, sch in schedules:
@@ -704,8 +741,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _extra_tune(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--trials", type=_count, default=None,
-                     help="the trial budget on this CPU, over all targets, counting the trials the "
-                          "database already holds (default 64 per target)")
+                     help="the trial budget on this CPU (with --cluster, the runner's), over all targets, "
+                          "counting the trials the database already holds (default 64 per target)")
     cmd.add_argument("--scheduler", choices=sorted(SCHEDULERS), default=None,
                      help="with several targets, how the budget is shared: gradient (default: where the "
                           "weighted latency drops most) or round-robin")
@@ -725,6 +762,10 @@ def _extra_tune(cmd: argparse.ArgumentParser) -> None:
                           "matmul: the first trials do better)")
     cmd.add_argument("--no-warm-start", action="store_true",
                      help="start the cost model knowing nothing of other workloads")
+    cmd.add_argument("--cluster", metavar="ADDRESS", default=None,
+                     help="build on the workers of the Dask scheduler at ADDRESS (tcp://host:8786) and measure on "
+                          "its workers that hold the resource metasched-runner, whose CPU the records are for "
+                          "(docs/cluster.md; needs metasched[dask])")
     _shape_option(cmd)
 
 
