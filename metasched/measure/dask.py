@@ -40,6 +40,11 @@ CONNECT_SECONDS = 10.0  # for a scheduler to answer
 # How long a batch may go without any of its tasks done before the cluster counts as stuck (no
 # worker left to take them): far longer than a build's or a timing's own time limit.
 PATIENCE_SECONDS = 300.0
+# A client sends the scheduler its messages at least 10 ms apart (Dask's batching): a task let
+# go after each measurement puts its release between two submissions and holds the next one back
+# (about 17 against 10 ms a measurement: bench/README.md, "bench/cluster.py"). The runner lets
+# them go this many at once.
+RELEASE_EVERY = 64
 
 
 # ---- connecting and waiting --------------------------------------------------------------------
@@ -289,6 +294,7 @@ class DaskRunner(Runner):
         self._token = uuid.uuid4().hex  # names this runner's copy on the workers
         self._machine: Optional[Machine] = None
         self._host = ""  # of the runner worker that times this run's kernels
+        self._done: list = []  # the futures of the measurements done, let go RELEASE_EVERY at once
 
     def _workers(self) -> list[str]:
         """The addresses of the workers that hold the resources."""
@@ -344,10 +350,14 @@ class DaskRunner(Runner):
         future = _call(self.client, "timing", self.client.submit, _run_on_worker, self._token, self.runner,
                        workload, list(artifacts), best, **self._placement())
         ((ok, value),) = _finish(self.client, [future], self.patience, "timing")
+        self._done.append(future)
+        if len(self._done) >= RELEASE_EVERY:
+            self._done.clear()
         return value if ok else [RunResult((), f"run: {value}") for _ in artifacts]
 
     def close(self) -> None:
         """End the timing processes this runner started on the workers (the cluster lives on)."""
+        self._done.clear()
         if self.client.status != "running":
             return
         try:
