@@ -5,10 +5,10 @@ at a time in another; a crash, a hang, an overrun time limit or a wrong answer i
 result with its reason, never the end of a run. Workers are spawned (libgomp hangs after
 ``fork``). ``LoadGuard`` tells when the machine was busy while timing, and ``Confirmation``
 times a run's fastest programs again in turns at its end."""
-from metasched.measure.builder import BuildResult, Builder, LocalBuilder
+from metasched.measure.builder import BuildResult, Builder, LocalBuilder, Packed
 from metasched.measure.confirm import Confirmation
 from metasched.measure.guard import LoadGuard
 from metasched.measure.runner import LocalRunner, RunResult, Runner, TimingConfig
 
-__all__ = ["BuildResult", "Builder", "Confirmation", "LoadGuard", "LocalBuilder", "LocalRunner", "RunResult",
+__all__ = ["BuildResult", "Builder", "Confirmation", "LoadGuard", "LocalBuilder", "LocalRunner", "Packed", "RunResult",
            "Runner", "TimingConfig"]
