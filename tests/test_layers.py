@@ -29,7 +29,7 @@ _DIRECT = {
     "search": {"space", "database", "schedule"},
     "tune": {"search", "measure", "database", "space", "codegen", "schedule", "workloads", "timing"},
     "graph": {"lang", "ir"},
-    "network": {"tune", "graph", "codegen", "measure", "space", "schedule", "database", "lower", "lang"},
+    "network": {"tune", "graph", "codegen", "measure", "space", "schedule", "database", "lang"},
     "workloads": {"lang"},
     "build": {"codegen", "schedule", "lang", "lower", "database", "tune"},
     "handwritten": {"schedule", "lang", "workloads"},

@@ -7,11 +7,11 @@ result with its reason, never the end of a run. Workers are spawned (libgomp han
 times a run's fastest programs again in turns at its end. A runner says which ``Machine`` it
 times on (the target of the records), and the builder builds for it: ``metasched.measure.dask``
 (the ``dask`` extra) has a builder and a runner on a Dask cluster."""
-from metasched.measure.builder import BuildResult, Builder, LocalBuilder
+from metasched.measure.builder import BuildResult, Builder, LocalBuilder, Packed
 from metasched.measure.confirm import Confirmation
 from metasched.measure.guard import LoadGuard
 from metasched.measure.machine import Machine
 from metasched.measure.runner import LocalRunner, RunResult, Runner, TimingConfig
 
 __all__ = ["BuildResult", "Builder", "Confirmation", "LoadGuard", "LocalBuilder", "LocalRunner", "Machine",
-           "RunResult", "Runner", "TimingConfig"]
+           "Packed", "RunResult", "Runner", "TimingConfig"]

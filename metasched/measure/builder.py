@@ -1,17 +1,19 @@
 """``Builder``: traces → compiled artifacts, in parallel worker processes, each build under a
 time limit. A build that fails (its trace no longer replays, the code generator refuses it, its
 worker crashes or it overruns the limit) is a failed result with the reason, never an
-exception."""
+exception. Where some inputs are constants (a network's weights), a program's copies of them
+are made once, before it runs (``Packed``): what it is timed as is what the network runs."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from metasched.codegen import Artifact, CodegenOptions, available_cores, compile_artifact
 from metasched.ir.stmt import PrimFunc
 from metasched.errors import ClusterError
 from metasched.lang.workload import Workload
+from metasched.lower.prepack import hoist_constant_copies
 from metasched.measure.machine import Machine
 from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
@@ -23,11 +25,23 @@ BuildHook = Callable[[Workload, Trace, PrimFunc], PrimFunc]
 
 
 @dataclass(frozen=True)
-class BuildResult:
-    """One trace's build: the ``artifact``, or ``error`` saying why there is none; ``seconds``
-    is the wall time its worker spent (replay, lowering, compiling)."""
+class Packed:
+    """A program whose copies of constant inputs are made once (``lower.prepack``): the
+    ``kernel``, which takes the workload's inputs, then one array per pack, then its outputs;
+    and the ``packs``, each the artifact of a program that makes one of those arrays and the
+    positions of the workload's inputs it reads."""
 
-    artifact: Optional[Artifact]
+    kernel: Artifact
+    packs: tuple[tuple[Artifact, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """One trace's build: the ``artifact`` (a ``Packed`` one where it copies constants), or
+    ``error`` saying why there is none; ``seconds`` is the wall time its worker spent (replay,
+    lowering, compiling)."""
+
+    artifact: Optional[Union[Artifact, Packed]]
     error: Optional[str]
     seconds: float
 
@@ -37,14 +51,21 @@ class BuildResult:
 
 
 def build_trace(workload: Workload, trace_json: dict, options: CodegenOptions,
-                hook: Optional[BuildHook] = None) -> Artifact:
+                hook: Optional[BuildHook] = None, constants: Sequence[str] = ()) -> Union[Artifact, Packed]:
     """Replay a trace (post-processing included, as recorded), lower it and compile it: what
-    a builder worker runs."""
+    a builder worker runs. With ``constants`` (names of inputs), the program's copies of them
+    are taken out to be made once, and the result is ``Packed`` if there were any."""
     trace = Trace.from_json(trace_json)
     func = replay(workload, trace).lower()
     if hook is not None:
         func = hook(workload, trace, func)
-    return compile_artifact(func, options)
+    prepacked = hoist_constant_copies(func, constants)
+    if not prepacked.packings:
+        return compile_artifact(func, options)
+    positions = {tensor.name: k for k, tensor in enumerate(workload.inputs)}
+    packs = tuple((compile_artifact(p.func, options), tuple(positions[name] for name in p.sources))
+                  for p in prepacked.packings)
+    return Packed(compile_artifact(prepacked.kernel, options), packs)
 
 
 def build_in(pool: WorkerPool, tasks: Sequence[tuple], timeout: float) -> list[BuildResult]:
@@ -62,8 +83,10 @@ class Builder(Service, ABC):
     options: CodegenOptions
 
     @abstractmethod
-    def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
-        """Build each trace; results in the order of ``traces``, a failure as its reason."""
+    def build(self, workload: Workload, traces: Sequence[Trace], constants: Sequence[str] = ()) -> list[BuildResult]:
+        """Build each trace; results in the order of ``traces``, a failure as its reason.
+        ``constants`` name the inputs whose copies are made once (``build_trace``); a tuning
+        run passes it only where a task has some."""
 
     def build_for(self, machine: Machine) -> None:
         """Build for ``machine`` (the runner's, which the tuning run tells before it builds).
@@ -92,14 +115,15 @@ class LocalBuilder(Builder):
         """Start the worker processes now rather than at the first build."""
         self._pool.start()
 
-    def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
-        """Build each trace; results in the order of ``traces``."""
-        return self.build_many([(workload, trace) for trace in traces])
+    def build(self, workload: Workload, traces: Sequence[Trace], constants: Sequence[str] = ()) -> list[BuildResult]:
+        """Build each trace (``constants`` as in ``build_trace``); results in the order of ``traces``."""
+        return self.build_many([(workload, trace, constants) for trace in traces])
 
-    def build_many(self, pairs: Sequence[tuple[Workload, Trace]]) -> list[BuildResult]:
-        """Build each ``(workload, trace)``, the workloads free to differ (a network's tasks);
-        results in their order."""
-        tasks = [(workload, trace.to_json(), self.options, self.hook) for workload, trace in pairs]
+    def build_many(self, jobs: Sequence[tuple[Workload, Trace, Sequence[str]]]) -> list[BuildResult]:
+        """Build each ``(workload, trace, constants)``, the workloads free to differ (a
+        network's tasks); results in their order."""
+        tasks = [(workload, trace.to_json(), self.options, self.hook, tuple(constants))
+                 for workload, trace, constants in jobs]
         return build_in(self._pool, tasks, self.timeout)
 
     @property

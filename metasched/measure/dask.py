@@ -151,11 +151,11 @@ def _take_build_pool() -> WorkerPool:
 
 
 def _build_on_worker(trace_json: dict, workload: Workload, options: CodegenOptions,
-                     hook: Optional[BuildHook], timeout: float) -> BuildResult:
+                     hook: Optional[BuildHook], timeout: float, constants: tuple[str, ...] = ()) -> BuildResult:
     """One build, in one of this worker's build processes (as many as it runs tasks at once)."""
     pool = _take_build_pool()
     try:
-        (result,) = build_in(pool, [(workload, trace_json, options, hook)], timeout)
+        (result,) = build_in(pool, [(workload, trace_json, options, hook, constants)], timeout)
     finally:
         with _LOCK:
             _IDLE_BUILD_POOLS.append(pool)
@@ -258,13 +258,15 @@ class DaskBuilder(Builder):
         if workers:
             _on_workers(self.client, "starting the builders", _start_build_pools, workers=workers)
 
-    def build(self, workload: Workload, traces: Sequence[Trace]) -> list[BuildResult]:
-        """Build each trace on the cluster; results in the order of ``traces``."""
+    def build(self, workload: Workload, traces: Sequence[Trace], constants: Sequence[str] = ()) -> list[BuildResult]:
+        """Build each trace on the cluster (``constants`` as in ``build_trace``); results in
+        the order of ``traces``."""
         if not traces:
             return []
         options = self._ready()
         futures = _call(self.client, "building", self.client.map, _build_on_worker, [t.to_json() for t in traces],
                         workload=workload, options=options, hook=self.hook, timeout=self.timeout,
+                        constants=tuple(constants),
                         workers=self._hosts, allow_other_workers=False, pure=False)
         return [value if ok else BuildResult(None, f"build: {value}", 0.0)
                 for ok, value in _finish(self.client, futures, self.patience, "building")]

@@ -11,16 +11,17 @@ from __future__ import annotations
 import statistics
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from metasched.codegen import Artifact, load_kernel
+from metasched.codegen import Artifact, aligned_empty, load_kernel
 from metasched.errors import MismatchError
 from metasched.lang import assert_outputs_close
 from metasched.lang.workload import Workload
 from metasched.measure.machine import Machine
+from metasched.measure.builder import Packed
 from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
 
@@ -88,13 +89,18 @@ def _reference(workload: Workload, seed: int) -> tuple[list[np.ndarray], list[np
     return _REFERENCES[key]
 
 
-def run_artifact(workload: Workload, artifact: Artifact, config: TimingConfig, seed: int,
+def run_artifact(workload: Workload, artifact: Union[Artifact, Packed], config: TimingConfig, seed: int,
                  best: Optional[float] = None, hook: Optional[RunHook] = None) -> tuple[float, ...]:
-    """Load, check and time one kernel: what a runner worker runs."""
+    """Load, check and time one kernel: what a runner worker runs. A ``Packed`` one runs its
+    packs first, untimed, as a network does when it binds its weights."""
+    packs = ()
+    if isinstance(artifact, Packed):
+        artifact, packs = artifact.kernel, artifact.packs
     kernel = load_kernel(artifact)
     if hook is not None:
         hook(artifact)
     inputs, expected = _reference(workload, seed)
+    inputs = inputs + [_pack(pack, [inputs[k] for k in sources]) for pack, sources in packs]
     try:
         assert_outputs_close(workload, kernel(*inputs, poison=True), expected)
     except MismatchError as err:
@@ -105,6 +111,15 @@ def run_artifact(workload: Workload, artifact: Artifact, config: TimingConfig, s
         return (once,)
     return tuple(kernel.timings(*inputs, number=config.number, repeat=config.repeat,
                                 min_repeat_seconds=config.min_repeat_seconds, warm_seconds=once))
+
+
+def _pack(artifact: Artifact, sources: list[np.ndarray]) -> np.ndarray:
+    pack = load_kernel(artifact)
+    (buffer,) = pack.func.outputs
+    packed = aligned_empty(buffer.shape, buffer.dtype)
+    packed.fill(0.0)
+    pack.run(*sources, packed)
+    return packed
 
 
 class Runner(Service, ABC):

@@ -10,14 +10,15 @@ from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from metasched.codegen import Artifact, CodegenOptions, Kernel, aligned_empty, compile_artifact, load_kernel
+from metasched.codegen import CodegenOptions, Kernel, aligned_empty, load_kernel
 from metasched.database import Database
 from metasched.errors import CodegenError, ModelError
 from metasched.graph import Call, Graph, Plan, View, import_onnx, plan
 from metasched.lang import Workload
-from metasched.lower.prepack import hoist_constant_copies
-from metasched.measure import LocalBuilder
-from metasched.schedule import Schedule, Trace, replay
+from metasched.measure import LocalBuilder, Packed
+from metasched.measure.builder import build_trace
+from metasched.network.tuning import constant_inputs
+from metasched.schedule import Schedule, replay
 from metasched.space import AutoInline, ParallelizeVectorizeUnroll, PostOrderApply
 from metasched.space.postproc import RewriteParallelVectorizeUnroll, VerifyKernel
 from metasched.timing import format_seconds, median
@@ -301,37 +302,27 @@ def _bound(value: np.ndarray) -> np.ndarray:
 PARALLEL_FROM = 12
 
 
-def build_task(workload: Workload, trace: Trace, constants: Sequence[str],
-               options: Optional[CodegenOptions]) -> tuple[Artifact, list[tuple[Artifact, tuple[int, ...]]]]:
-    """A task's kernel, its copies of ``constants`` (input names) taken out to be made once,
-    and the programs that make them, each with the positions of the inputs it reads."""
-    prepacked = hoist_constant_copies(replay(workload, trace).lower(), constants)
-    positions = {buffer.name: k for k, buffer in enumerate(workload.inputs)}
-    packs = [(compile_artifact(p.func, options), tuple(positions[name] for name in p.sources))
-             for p in prepacked.packings]
-    return compile_artifact(prepacked.kernel, options), packs
-
-
 def _compile_all(plan_: Plan, schedules: Sequence[Schedule],
                  options: Optional[CodegenOptions]) -> list[tuple[Kernel, tuple[Pack, ...]]]:
-    """Each task's schedule compiled (``build_task``, the weights its calls take constant)
-    and loaded into this process."""
-    jobs = []
-    for k, (task, schedule) in enumerate(zip(plan_.tasks, schedules)):
-        call = next(s for s in plan_.steps if isinstance(s, Call) and s.task == k)
-        constants = [t.name for t, constant in zip(task.workload.inputs, call.constant) if constant]
-        jobs.append((task.workload, schedule.trace, constants, options))
+    """Each task's schedule compiled, its copies of the weights taken out to be made once
+    (``measure.build_trace``), and loaded into this process."""
+    jobs = [(task.workload, schedule.trace, constant_inputs(plan_, k)) for k, (task, schedule)
+            in enumerate(zip(plan_.tasks, schedules))]
     if len(jobs) < PARALLEL_FROM:
-        built = [build_task(*job) for job in jobs]
+        built = [build_trace(workload, trace.to_json(), options or CodegenOptions(), constants=constants)
+                 for workload, trace, constants in jobs]
     else:
         with LocalBuilder(options=options) as builder:
-            outcomes = builder.workers.map(build_task, jobs, builder.timeout, what="build")
-        for (workload, *_), outcome in zip(jobs, outcomes):
-            if not outcome.ok:
-                raise ModelError(f"task {workload.name} did not compile: {outcome.error}")
-        built = [outcome.value for outcome in outcomes]
-    return [(load_kernel(kernel), tuple(Pack(load_kernel(a), sources) for a, sources in packs))
-            for kernel, packs in built]
+            results = builder.build_many(jobs)
+        for (workload, *_), result in zip(jobs, results):
+            if not result.ok:
+                raise ModelError(f"task {workload.name} did not compile: {result.error}")
+        built = [result.artifact for result in results]
+    loaded = []
+    for artifact in built:
+        kernel, packs = (artifact.kernel, artifact.packs) if isinstance(artifact, Packed) else (artifact, ())
+        loaded.append((load_kernel(kernel), tuple(Pack(load_kernel(a), sources) for a, sources in packs)))
+    return loaded
 
 
 def compile_network(model: Union[str, os.PathLike, bytes, Graph, object], database=None,

@@ -69,6 +69,7 @@ class TaskLoop:
     progress: Optional[ProgressCallback]
     guard: LoadGuard
     batch_size: int
+    constants: tuple[str, ...] = ()  # inputs whose copies are made once (``TuneTask.constants``)
 
     # The programs timed since the machine was last seen quiet, not yet recorded (``LoadGuard``).
     held: list[_Held] = field(default_factory=list)
@@ -127,7 +128,9 @@ class TaskLoop:
 
     def _build(self, traces: list[Trace]) -> list[BuildResult]:
         started = time.perf_counter()
-        built = self.builder.build(self.workload, traces)
+        # Only a task with constants passes them: a builder of before they existed still builds.
+        built = (self.builder.build(self.workload, traces, constants=self.constants) if self.constants
+                 else self.builder.build(self.workload, traces))
         self.result.build_seconds += time.perf_counter() - started
         return built
 

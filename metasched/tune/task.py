@@ -16,12 +16,15 @@ from metasched.space import SpaceGenerator
 class TuneTask:
     """A workload to tune, with its ``weight`` in the run's objective (the sum over tasks of
     weight x best seconds: a network that runs a layer 12 times weighs it 12), and its own
-    ``space`` and ``strategy`` (None: the run's)."""
+    ``space`` and ``strategy`` (None: the run's). ``constants`` name inputs that hold the
+    same values in every call (a network's weights): a program's copies of them are made
+    once, before it is timed, as the network makes them (``measure.Packed``)."""
 
     workload: Workload
     weight: float = 1.0
     space: Optional[SpaceGenerator] = None
     strategy: Union[None, str, SearchStrategy] = None
+    constants: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_type(self.workload, "TuneTask", "workload", Workload, "a Workload")
@@ -31,6 +34,12 @@ class TuneTask:
         check_type(self.space, "TuneTask", "space", (type(None), SpaceGenerator), "None or a SpaceGenerator")
         check_type(self.strategy, "TuneTask", "strategy", (type(None), str, SearchStrategy),
                    "None, a strategy's name or a SearchStrategy")
+        names = [t.name for t in self.workload.inputs]
+        unknown = [c for c in self.constants if c not in names]
+        if isinstance(self.constants, str) or unknown:
+            raise ValueError(f"TuneTask: constants must name inputs of {self.workload.name} "
+                             f"({', '.join(names)}), not {self.constants!r}")
+        object.__setattr__(self, "constants", tuple(self.constants))  # a list given is kept as a tuple
 
 
 @dataclass
