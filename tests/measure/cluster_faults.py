@@ -41,7 +41,7 @@ def tag_faults(workload, trace, func, *, faults):
 
 def misbehave(artifact, *, attempts=None):
     """A run hook: the fault the kernel's name carries. "slow" appends a line to the file
-    ``attempts`` and sleeps 1.5 s (time to kill the worker)."""
+    ``attempts`` and sleeps 2.5 s (time to kill the worker)."""
     name = artifact.func.name
     if name.endswith("__segfault"):
         ctypes.string_at(0)  # reads address 0: SIGSEGV
@@ -50,7 +50,7 @@ def misbehave(artifact, *, attempts=None):
     if name.endswith("__slow"):
         with pathlib.Path(attempts).open("a") as log:
             log.write("started\n")
-        time.sleep(1.5)
+        time.sleep(2.5)
 
 
 def nap(workload, trace, func, *, started):
