@@ -204,7 +204,9 @@ def test_a_builder_killed_mid_batch_is_replaced_and_its_builds_done_again(cluste
     cluster.wait_for_workers(2, timeout=120)
 
 
-def test_the_cli_tunes_on_the_cluster_for_the_runners_cpu(cluster, tmp_path, capsys):
+def test_the_cli_tunes_on_the_cluster_for_the_runners_cpu(cluster, tmp_path, capsys, monkeypatch):
+    # DaskRunner's default runner, as the command makes it: quick, and no waits of the load guard.
+    monkeypatch.setattr("metasched.measure.dask.LocalRunner", FakeTimer)
     db = tmp_path / "tuning.db"
     sizes = [f"-p{name}={value}" for name, value in SIZES.items()]
     assert main(["tune", "matmul_relu", *sizes, "--trials", "4", "--strategy", "replay", "--db", str(db),
