@@ -36,6 +36,39 @@ SMALL_PARAMS = {
 }
 
 
+def panel_copy(workload):
+    """A schedule of ``workload`` (its block ``T`` a product reading ``W[k, j]`` as input 1)
+    that copies ``W`` into panels of 8 columns, one per outer ``j`` loop (``cache_read`` at
+    that loop): a copy of a weight that ``lower.prepack`` takes out."""
+    from metasched import Schedule
+    sch = Schedule(workload)
+    block = sch.get_block("T")
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, [None, 8])
+    sch.reorder(j0, i, k, j1)
+    sch.compute_at(sch.cache_read(block, 1, "global"), j0)
+    return sch
+
+
+def kill_when_recorded(process, path, count: int, seconds: float = 120.0) -> int:
+    """Wait until the database at ``path`` holds ``count`` records (or ``seconds`` pass, or
+    ``process`` ends), then SIGKILL ``process``'s group (the tuner and its workers): the
+    number of records seen."""
+    import signal
+    import time
+
+    from metasched.database import Database
+    deadline, seen = time.monotonic() + seconds, 0
+    while seen < count and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)
+        if os.path.exists(path):
+            with Database(path) as db:
+                seen = len(db)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    return seen
+
+
 @pytest.fixture(scope="session")
 def tiny_add():
     """An 8-element vector add: a kernel of well under a microsecond, and a space of a few

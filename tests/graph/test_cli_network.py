@@ -75,23 +75,15 @@ def test_shape_option_is_checked(capsys):
 
 
 def test_a_network_tuning_run_killed_mid_run_loses_nothing_and_the_next_one_goes_on(mlp_file, tmp_path):
-    import os
     import signal
-    import time
 
+    from conftest import kill_when_recorded
     from metasched.database import Database
     from metasched.graph import import_onnx, plan
     db = tmp_path / "net.db"
     command = [*METASCHED, "tune", str(mlp_file), "--trials", "12", "--db", str(db), "--strategy", "replay"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline, seen = time.monotonic() + 180, 0
-    while seen < 3 and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.2)
-        if db.exists():
-            with Database(db) as opened:
-                seen = len(opened)
-    os.killpg(process.pid, signal.SIGKILL)  # the tuner and its workers, mid-run
-    process.wait()
+    seen = kill_when_recorded(process, db, 3, seconds=180)  # the tuner and its workers, mid-run
     assert seen >= 3, "the tuning process did not commit three records in time"
     assert process.returncode == -signal.SIGKILL and seen < 12  # killed, not finished
     workloads = [task.workload for task in plan(import_onnx(str(mlp_file))).tasks]

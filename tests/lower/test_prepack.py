@@ -5,7 +5,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from metasched import Schedule
+from conftest import panel_copy
 from metasched.codegen import compile_func
 from metasched.errors import ScheduleError
 from metasched.ir import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Store, Var
@@ -61,14 +61,7 @@ def stores(func, name=None):
 
 def test_a_panel_copy_of_a_weight_is_made_once_and_the_kernel_reads_the_panels():
     workload = parse(DENSE)
-    sch = Schedule(workload)
-    block = sch.get_block("T")
-    i, j, k = sch.get_loops(block)
-    j0, j1 = sch.split(j, [None, 8])
-    sch.reorder(j0, i, k, j1)
-    copy = sch.cache_read(block, 1, "global")
-    sch.compute_at(copy, j0)
-    func = sch.lower()
+    func = panel_copy(workload).lower()
     ours, hoisted, prepacked, (panels,) = run_both(workload, func, ["W"])
     assert all(np.array_equal(a, b) for a, b in zip(ours, hoisted))
     (packing,) = prepacked.packings
@@ -82,14 +75,7 @@ def test_a_panel_copy_of_a_weight_is_made_once_and_the_kernel_reads_the_panels()
 
 
 def test_copies_of_inputs_given_at_run_time_stay_in_the_kernel():
-    workload = parse(DENSE)
-    sch = Schedule(workload)
-    block = sch.get_block("T")
-    i, j, k = sch.get_loops(block)
-    j0, j1 = sch.split(j, [None, 8])
-    sch.reorder(j0, i, k, j1)
-    sch.compute_at(sch.cache_read(block, 1, "global"), j0)
-    func = sch.lower()
+    func = panel_copy(parse(DENSE)).lower()
     assert hoist_constant_copies(func, ["X", "B"]).kernel is func  # W is not among the constants
     assert hoist_constant_copies(func, []).packings == ()
 

@@ -1,10 +1,9 @@
 """A task's constant inputs: the builder takes a program's copies of them out (``Packed``), the
 runner makes them once before checking and timing the program, and a tuning run of a network's
 task records programs timed that way."""
-import numpy as np
 import pytest
 
-from metasched import Schedule
+from conftest import panel_copy
 from metasched.codegen import CodegenOptions
 from metasched.lang import parse
 from metasched.measure import LocalBuilder, LocalRunner, Packed, TimingConfig
@@ -24,13 +23,7 @@ DENSE = """workload dense() {
 def copying():
     """(the workload, a program that copies W into panels of 8 columns)."""
     workload = parse(DENSE)
-    sch = Schedule(workload)
-    block = sch.get_block("T")
-    i, j, k = sch.get_loops(block)
-    j0, j1 = sch.split(j, [None, 8])
-    sch.reorder(j0, i, k, j1)
-    sch.compute_at(sch.cache_read(block, 1, "global"), j0)
-    return workload, sch.trace
+    return workload, panel_copy(workload).trace
 
 
 def test_a_program_copying_a_constant_builds_packed_and_runs_checked(copying):

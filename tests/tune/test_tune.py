@@ -3,11 +3,8 @@ resumes without measuring a program twice and survives a SIGKILL, records of ano
 never the best, and two processes can tune into one database at once."""
 import functools
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,7 +17,7 @@ from metasched.search import ReplaySearch, SearchContext
 from metasched.space import cpu_default
 from metasched.tune import host_target
 
-from conftest import with_imperfect_rows
+from conftest import kill_when_recorded, with_imperfect_rows
 from tune_faults import build_hook, run_hook
 
 SIZES = dict(M=32, N=32, K=32)
@@ -138,15 +135,7 @@ def _tuning_process(path, trials, seed):
 def test_sigkill_mid_run_loses_no_record_and_the_next_run_goes_on(tmp_path, wl):
     path = tmp_path / "tuning.db"
     process = _tuning_process(path, 40, 7)
-    deadline = time.monotonic() + 120
-    seen = 0
-    while seen < 3 and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.2)
-        if path.exists():
-            with Database(path) as db:
-                seen = len(db)
-    os.killpg(process.pid, signal.SIGKILL)  # the tuner and its workers, mid-run
-    process.wait()
+    seen = kill_when_recorded(process, path, 3)  # the tuner and its workers, mid-run
     assert seen >= 3, "the tuning process did not commit three records in time"
     with Database(path) as db:  # opens (quick_check passes) and holds at least what we saw
         kept = [r.program for r in db.records(wl)]
