@@ -297,3 +297,24 @@ def test_a_scheduler_that_goes_away_ends_the_run_in_one_line_and_keeps_every_rec
                 confirm=0)
     assert more.earlier_trials == len(seen) and len(more.history) == 2
     assert seen + [program_key(t.trace) for t in more.history] == proposals(1, len(seen) + 2)
+
+
+def test_a_tasks_constants_are_packed_on_the_cluster_as_here(cluster):
+    from conftest import panel_copy
+    from metasched.lang import parse
+    from metasched.measure import Packed
+    workload = parse("""workload dense() {
+    input X: float32[5, 9]
+    input W: float32[9, 16]
+    T[i, j] += X[i, k] * W[k, j] where i in 0..5, j in 0..16, k in 0..9
+    output Y[i, j] = T[i, j] where i in 0..5, j in 0..16
+}""")
+    trace = panel_copy(workload).trace
+    runner = DaskRunner(cluster)
+    builder = DaskBuilder(cluster, options=FAST)
+    builder.build_for(runner.machine())
+    (built,) = builder.build(workload, [trace], constants=["W"])
+    assert isinstance(built.artifact, Packed)
+    (run,) = runner.run(workload, [built.artifact])  # the packs made on the runner, the outputs checked
+    runner.close()
+    assert run.ok, run.error
