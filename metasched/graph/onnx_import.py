@@ -10,7 +10,7 @@ import numpy as np
 
 from metasched.errors import ModelError
 from metasched.graph.model import Graph, Node
-from metasched.graph.ops import OPS, TABLES_AT, OpContext, slice_params
+from metasched.graph.ops import OPS, TABLES_AT, OpContext, reduce_axes, slice_params
 
 ModelLike = Union[str, os.PathLike, bytes, "onnx.ModelProto"]  # noqa: F821
 
@@ -83,6 +83,7 @@ def import_onnx(model: ModelLike, shapes: Optional[Mapping[str, Sequence[int]]] 
         raise ModelError(f"the model's outputs {missing} are computed by no node")
     _fold_batch_norms(graph)
     _drop_identities(graph)
+    _fuse_layer_norms(graph)
     return graph
 
 
@@ -344,3 +345,99 @@ def _drop_identities(graph: Graph) -> None:
         kept.append(node)
     graph.nodes = kept
 
+
+def _fuse_layer_norms(graph: Graph) -> None:
+    """LayerNorm as older exporters write it, ``ReduceMean -> Sub -> Pow(2) -> ReduceMean ->
+    Add(eps) -> Sqrt -> Div`` (then ``Mul`` by a scale and ``Add`` of a bias, when they
+    broadcast over the normalized axes), becomes one LayerNormalization: one task instead of
+    two reductions apart. Only where every intermediate is read by the pattern alone."""
+    consumers = graph.consumers()
+    replaced: dict[int, Optional[Node]] = {}  # id of a node -> the node that takes its place (None: gone)
+    for node in graph.nodes:
+        match = _layer_norm_at(graph, node, consumers)
+        if match is not None:
+            nodes, fused = match
+            replaced.update({id(n): None for n in nodes})
+            replaced[id(nodes[-1])] = fused
+    graph.nodes = [replaced.get(id(n), n) for n in graph.nodes if replaced.get(id(n), n) is not None]
+
+
+def _layer_norm_at(graph: Graph, mean: Node, consumers) -> Optional[tuple[list[Node], Node]]:
+    """(the nodes of a decomposed LayerNorm that starts at ``mean``, the node that replaces
+    them) or None."""
+    def only_reader(node: Node, op: str) -> Optional[Node]:
+        out = node.outputs[0]
+        readers = consumers.get(out, [])
+        if out in graph.outputs or len(readers) != 1 or readers[0].op != op:
+            return None
+        return readers[0]
+
+    def other(node: Node, name: str) -> str:
+        return node.inputs[1] if node.inputs[0] == name else node.inputs[0]
+
+    def scalar(name: str) -> Optional[float]:
+        value = graph.constants.get(name)
+        return float(np.asarray(value).reshape(-1)[0]) if value is not None and np.size(value) == 1 else None
+
+    if mean.op != "ReduceMean":
+        return None
+    x = mean.inputs[0]
+    rank = len(graph.shapes[x])
+    axes = _mean_axes(graph, mean)
+    if not axes or axes != list(range(axes[0], rank)):
+        return None
+    sub = only_reader(mean, "Sub")
+    if sub is None or sub.inputs != (x, mean.outputs[0]):
+        return None
+    centred = sub.outputs[0]
+    readers = consumers.get(centred, [])
+    square = next((r for r in readers if (r.op == "Pow" and r.inputs[0] == centred and scalar(r.inputs[1]) == 2.0)
+                   or (r.op == "Mul" and r.inputs == (centred, centred))), None)
+    div = next((r for r in readers if r.op == "Div" and r.inputs[0] == centred), None)
+    if centred in graph.outputs or square is None or div is None or len(readers) != 2:
+        return None
+    var = only_reader(square, "ReduceMean")
+    if var is None or _mean_axes(graph, var) != axes:
+        return None
+    plus = only_reader(var, "Add")
+    eps = scalar(other(plus, var.outputs[0])) if plus is not None else None
+    root = only_reader(plus, "Sqrt") if eps is not None else None
+    if root is None or only_reader(root, "Div") is not div or div.inputs[1] != root.outputs[0]:
+        return None
+    nodes = [mean, sub, square, var, plus, root, div]
+    params: list[str] = []
+    for op in ("Mul", "Add"):  # the scale, then the bias, where they apply to the normalized axes
+        follower = only_reader(nodes[-1], op)
+        param = other(follower, nodes[-1].outputs[0]) if follower is not None else None
+        if param is None or param == nodes[-1].outputs[0] or not _fits_normalized(graph, param, graph.shapes[x],
+                                                                                    axes[0]):
+            break
+        params.append(param)
+        nodes.append(follower)
+    if not params:
+        params.append(f"{div.outputs[0]}/unit_scale")
+        graph.constants[params[0]], graph.shapes[params[0]] = np.ones(1, np.float32), (1,)
+    fused = Node("LayerNormalization", f"{mean.name}/layer_norm", (x, *params), (nodes[-1].outputs[0],),
+                 {"axis": axes[0], "epsilon": eps})
+    return nodes, fused
+
+
+def _mean_axes(graph: Graph, node: Node) -> Optional[list[int]]:
+    """The axes a ReduceMean that keeps its dimensions averages over, else None."""
+    if not node.attrs.get("keepdims", 1):
+        return None
+    ctx = OpContext(node, [graph.shapes.get(i) if i else None for i in node.inputs],
+                    [graph.constants.get(i) if i else None for i in node.inputs], graph.opset)
+    try:
+        return reduce_axes(ctx)
+    except ModelError:
+        return None
+
+
+def _fits_normalized(graph: Graph, name: str, shape: tuple[int, ...], axis: int) -> bool:
+    """Whether tensor ``name`` broadcasts into ``shape`` along its axes from ``axis`` on only."""
+    own = graph.shapes[name]
+    try:
+        return len(own) <= len(shape) - axis and np.broadcast_shapes(shape, own) == tuple(shape)
+    except ValueError:
+        return False

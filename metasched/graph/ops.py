@@ -625,7 +625,8 @@ def _read_through(e: Emitter, index: list[str], axes: list[tuple[int, list[resiz
 
 # ---- reductions ------------------------------------------------------------------------------------
 
-def _reduce_axes(ctx: OpContext) -> list[int]:
+def reduce_axes(ctx: OpContext) -> list[int]:
+    """The sorted axes a Reduce* node reduces (from its attribute or, by opset, its input)."""
     rank = len(ctx.in_shapes[0])
     if ctx.opset >= 18 or (ctx.opset >= 13 and ctx.node.op == "ReduceSum"):
         axes = ctx.ints(1, "axes") if ctx.has(1) else None
@@ -637,7 +638,7 @@ def _reduce_axes(ctx: OpContext) -> list[int]:
 
 
 def _reduce_shape(ctx: OpContext) -> list[Shape]:
-    src, axes = ctx.in_shapes[0], _reduce_axes(ctx)
+    src, axes = ctx.in_shapes[0], reduce_axes(ctx)
     if ctx.attr("keepdims", 1):
         return [tuple(1 if k in axes else d for k, d in enumerate(src))]
     return [tuple(d for k, d in enumerate(src) if k not in axes)]
@@ -649,7 +650,7 @@ REDUCE_OPS = {"ReduceSum": "+=", "ReduceMean": "+=", "ReduceMax": "max=", "Reduc
 
 @register(" ".join(REDUCE_OPS), REDUCE, _reduce_shape)
 def _reduce(e: Emitter) -> None:
-    src, axes = e.in_shapes[0], _reduce_axes(e)
+    src, axes = e.in_shapes[0], reduce_axes(e)
     shape = e.out_shapes[0]
     if not axes:
         e.define(e.outs[0], shape, e.load(0, index_vars(shape)))

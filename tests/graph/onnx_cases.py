@@ -27,19 +27,23 @@ def model(nodes, inputs: dict, outputs: dict, weights: dict = None, opset: int =
     return made
 
 
-def onnxruntime_outputs(made, feeds: dict) -> list[np.ndarray]:
+def onnxruntime_outputs(made, feeds: dict, fuse: bool = True) -> list[np.ndarray]:
+    """onnxruntime's outputs; ``fuse=False`` leaves out its fusions of patterns (its
+    LayerNorm fusion takes a ``Pow`` of exponent 3 for a variance)."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
+    if not fuse:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     session = ort.InferenceSession(made.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return session.run(None, feeds)
 
 
-def assert_matches_onnxruntime(made, feeds: dict, network=None):
+def assert_matches_onnxruntime(made, feeds: dict, network=None, fuse: bool = True):
     """Our compiled network's outputs against onnxruntime's, by the tolerance rule of
     ``Network.tolerance``."""
     network = network or compile_network(made)
-    want = onnxruntime_outputs(made, feeds)
+    want = onnxruntime_outputs(made, feeds, fuse)
     got = network(**feeds)
     rtol = network.tolerance()
     for name, g, w in zip(network.output_names, got, want):

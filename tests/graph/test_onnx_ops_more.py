@@ -1,6 +1,7 @@
 """ConvTranspose, Resize and Upsample on awkward shapes drawn by hypothesis, compiled with
 default schedules and compared with onnxruntime (ConvTranspose in 3-D, which onnxruntime does
-not run, with its definition)."""
+not run, with its definition); a LayerNorm that older exporters write out is one task, and
+its look-alikes are left alone."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from onnx_cases import assert_matches_onnxruntime, helper, model, random
 from metasched import ModelError
-from metasched.graph import import_onnx
+from metasched.graph import import_onnx, plan
 from metasched.network import compile_network
 
 FEW = settings(max_examples=4)
@@ -194,3 +195,47 @@ def test_a_resize_and_a_conv_transpose_of_constants_fold_at_import():
     made = model(nodes, {"x": [1, 3, 7, 5]}, {"y": None}, weights)
     assert [n.op for n in import_onnx(made).nodes] == ["Add"]
     assert_matches_onnxruntime(made, {"x": random(rng, 1, 3, 7, 5)})
+
+
+# ---- LayerNorm written out ----------------------------------------------------------------------
+
+def decomposed_layer_norm(shape, axis: int, exponent: float = 2.0, second_axis=None, mean_read_elsewhere=False,
+                          eps: float = 1e-5, opset: int = 13, seed: int = 0):
+    """PyTorch's export of LayerNorm before opset 17, over the axes from ``axis`` on."""
+    rng = np.random.default_rng(seed)
+    axes = list(range(axis, len(shape)))
+    node = helper.make_node
+    nodes = [node("ReduceMean", ["x"], ["mean"], axes=axes), node("Sub", ["x", "mean"], ["d"]),
+             node("Pow", ["d", "exponent"], ["p"]),
+             node("ReduceMean", ["p"], ["var"], axes=axes if second_axis is None else [second_axis]),
+             node("Add", ["var", "eps"], ["v"]), node("Sqrt", ["v"], ["s"]), node("Div", ["d", "s"], ["n"]),
+             node("Mul", ["n", "gamma"], ["m"]), node("Add", ["m", "beta"], ["y"])]
+    outputs = {"y": None}
+    if mean_read_elsewhere:
+        nodes.append(node("Neg", ["mean"], ["negated"]))
+        outputs["negated"] = None
+    weights = {"exponent": np.array(exponent, np.float32), "eps": np.array(eps, np.float32),
+               "gamma": random(rng, *shape[axis:]), "beta": random(rng, *shape[-1:])}
+    return model(nodes, {"x": shape}, outputs, weights, opset=opset), random(rng, *shape)
+
+
+@FEW
+@given(shape=st.lists(st.integers(1, 6), min_size=1, max_size=4), data=st.data(), seed=seeds)
+def test_a_decomposed_layer_norm_is_one_layer_normalization_and_one_task(shape, data, seed):
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    made, x = decomposed_layer_norm(shape, axis, seed=seed)
+    graph = import_onnx(made)
+    assert [n.op for n in graph.nodes] == ["LayerNormalization"]
+    assert len(plan(graph).tasks) == 1
+    assert_matches_onnxruntime(made, {"x": x})
+
+
+@pytest.mark.parametrize("variant", ["other axes", "mean read elsewhere", "cube"])
+def test_look_alikes_of_a_layer_norm_are_left_alone_and_still_correct(variant):
+    kwargs = {"other axes": dict(second_axis=1), "mean read elsewhere": dict(mean_read_elsewhere=True),
+              "cube": dict(exponent=3.0, eps=10.0)}[variant]  # eps keeps the mean of cubes + eps positive
+    made, x = decomposed_layer_norm([2, 3, 5], 2, **kwargs)
+    graph = import_onnx(made)
+    assert "LayerNormalization" not in [n.op for n in graph.nodes]
+    assert len(plan(graph).tasks) >= 2
+    assert_matches_onnxruntime(made, {"x": x}, fuse=False)  # onnxruntime's own fusion takes the cube
