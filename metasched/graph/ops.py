@@ -888,12 +888,13 @@ def _plus(text: str, const: int) -> str:
 
 
 class _TransposedAxis(NamedTuple):
-    """How a ConvTranspose sums along one spatial axis: the axis's dimensions of the sums
-    ``Z``, the reduction's extent, the input index (text plus a constant) and the span it
-    covers, the kernel index and the kernel's length it reaches, a condition (or None), and
-    the output's index into ``Z``."""
+    """How a ConvTranspose sums along one spatial axis: its extent in the sums ``Z`` (rows,
+    and phases: 1 where it has none), the reduction's extent, the input index (text plus a
+    constant) and the span it covers, the kernel index and the kernel's length it reaches, a
+    condition (or None), and the output's index into ``Z`` (row, and phase or None)."""
 
-    z_dims: list[int]
+    rows: int
+    phases: int
     taps: int
     x_text: str
     x_const: int
@@ -901,27 +902,29 @@ class _TransposedAxis(NamedTuple):
     w_text: str
     w_size: int
     cond: Optional[str]
-    y_index: list[str]
+    y_row: str
+    y_phase: Optional[str]
 
 
-def _transposed_axis(s: int, d: int, k: int, before: int, out: int, z: list[str], tap: str, o: str) -> _TransposedAxis:
+def _transposed_axis(s: int, d: int, k: int, before: int, out: int, q: str, r: str, tap: str,
+                     o: str) -> _TransposedAxis:
     """Axis of stride ``s``, dilation ``d``, kernel ``k``, pad ``before`` and output size ``out``:
-    ``z`` names its variables of ``Z``, ``tap`` the reduction variable, ``o`` the output's."""
+    ``q`` and ``r`` name its row and phase variables of ``Z``, ``tap`` the reduction variable,
+    ``o`` the output's."""
     if s == 1:  # a convolution: i = o + before - d * tap
-        return _TransposedAxis([out], k, affine((1, z[0]), (-d, tap)), before, (before - d * (k - 1), out - 1 + before),
-                               tap, k, None, [o])
+        return _TransposedAxis(out, 1, k, affine((1, q), (-d, tap)), before, (before - d * (k - 1), out - 1 + before),
+                               tap, k, None, o, None)
     if d == 1:  # phase r = o % s: i = q - tap + (r + before) // s, kernel k = (r + before) % s + s * tap
-        taps, (q, r), phases = -(-k // s), z, -(-out // s)
-        span = (before // s - (taps - 1), phases - 1 + (s - 1 + before) // s)
-        y = [f"{o} // {s}", f"{o} % {s}"]
+        taps, rows = -(-k // s), -(-out // s)
+        span = (before // s - (taps - 1), rows - 1 + (s - 1 + before) // s)
         if before % s == 0:  # every phase starts on the same input row
-            return _TransposedAxis([phases, s], taps, affine((1, q), (-1, tap)), before // s, span,
-                                   affine((1, r), (s, tap)), s * taps, None, y)
-        return _TransposedAxis([phases, s], taps, f"{affine((1, q), (-1, tap))} + ({r} + {before}) // {s}", 0, span,
-                               f"({r} + {before}) % {s} + {s} * {tap}", s * taps, None, y)
-    numerator = affine((1, z[0]), (-d, tap), const=before)  # every tap, those that s divides
-    return _TransposedAxis([out], k, f"({numerator}) // {s}", 0, ((before - d * (k - 1)) // s, (out - 1 + before) // s),
-                           tap, k, f"({numerator}) % {s} == 0", [o])
+            return _TransposedAxis(rows, s, taps, affine((1, q), (-1, tap)), before // s, span,
+                                   affine((1, r), (s, tap)), s * taps, None, f"{o} // {s}", f"{o} % {s}")
+        return _TransposedAxis(rows, s, taps, f"{affine((1, q), (-1, tap))} + ({r} + {before}) // {s}", 0, span,
+                               f"({r} + {before}) % {s} + {s} * {tap}", s * taps, None, f"{o} // {s}", f"{o} % {s}")
+    numerator = affine((1, q), (-d, tap), const=before)  # every tap, those that s divides
+    span = ((before - d * (k - 1)) // s, (out - 1 + before) // s)
+    return _TransposedAxis(out, 1, k, f"({numerator}) // {s}", 0, span, tap, k, f"({numerator}) % {s} == 0", o, None)
 
 
 @register("ConvTranspose", ANCHOR, _conv_transpose_shape)
@@ -930,20 +933,25 @@ def _conv_transpose(e: Emitter) -> None:
     over ``o + before = s * i + d * k``. Where ``d == 1`` (or ``s == 1``) the output splits
     into ``s`` phases, ``o = s * q + r``, each a plain convolution over ``i = q - m + (r +
     before) // s`` with the taps ``k = (r + before) % s + s * m``: no product with an
-    inserted zero, and the sums ``Z[.., q, r, ..]`` are the output in its own order. Where
-    both exceed 1 an axis sums over every tap and keeps those where ``s`` divides
-    ``o + before - d * k``."""
+    inserted zero. The sums ``Z[n, f, r.., q..]`` keep each phase's plane whole, so that the
+    scheduler tiles a convolution's output (interleaved, as ``[.., q, r, ..]``, the tuned
+    programs ran several times slower); the output interleaves them. Where both the stride
+    and the dilation exceed 1 an axis sums over every tap and keeps those where ``s``
+    divides ``o + before - d * k``."""
     x, w = e.in_shapes[0], e.in_shapes[1]
     shape = e.out_shapes[0]
     groups = e.attr("group", 1)
     cg, fg = x[1] // groups, w[1]
     out_vars = index_vars(shape)
-    z_vars = iter(index_vars((*shape, *shape[2:]))[2:])  # enough names: Z has at most two per axis
+    window = _transpose_window(e)
+    phased = sum(1 for s, d, *_ in window if s > 1 and d == 1)
+    z_vars = index_vars((0,) * (len(shape) + phased))
+    phase_vars, row_vars = iter(z_vars[2:2 + phased]), iter(z_vars[2 + phased:])
     axes = []
-    for j, ((s, d, k, before, out), o) in enumerate(zip(_transpose_window(e), out_vars[2:])):
-        names = [next(z_vars) for _ in range(2 if s > 1 and d == 1 else 1)]
-        axes.append(_transposed_axis(s, d, k, before, out, names, f"m{j}", o))
-    z_shape = (*shape[:2], *(n for a in axes for n in a.z_dims))
+    for j, ((s, d, k, before, out), o) in enumerate(zip(window, out_vars[2:])):
+        r = next(phase_vars) if s > 1 and d == 1 else ""
+        axes.append(_transposed_axis(s, d, k, before, out, next(row_vars), r, f"m{j}", o))
+    z_shape = (*shape[:2], *(a.phases for a in axes if a.y_phase), *(a.rows for a in axes))
     reduce = [(f"m{j}", a.taps) for j, a in enumerate(axes)]
     conds = [a.cond for a in axes if a.cond]
     # Zero padding where the taps reach outside the input, and past the kernel's end.
@@ -968,12 +976,11 @@ def _conv_transpose(e: Emitter) -> None:
     body = f"{source}[{n}, {channel}, {spatial}] * {weights}[{channel}, {within}, {', '.join(a.w_text for a in axes)}]"
     if conds:
         body = f"({body} if {' and '.join(conds)} else 0.0)"
-    direct = z_shape == tuple(shape)
-    if direct and not e.has(2):
+    if not phased and not e.has(2):
         e.define(e.outs[0], shape, body, "+=", reduce)
         return
     sums = e.temp(z_shape, body, "+=", reduce)
-    result = f"{sums}[{', '.join(out_vars if direct else [n, f, *(i for a in axes for i in a.y_index)])}]"
+    result = f"{sums}[{', '.join([n, f, *(a.y_phase for a in axes if a.y_phase), *(a.y_row for a in axes)])}]"
     e.define(e.outs[0], shape, f"{result} + {e.load(2, [f])}" if e.has(2) else result)
 
 
