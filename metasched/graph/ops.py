@@ -934,10 +934,10 @@ def _conv_transpose(e: Emitter) -> None:
     into ``s`` phases, ``o = s * q + r``, each a plain convolution over ``i = q - m + (r +
     before) // s`` with the taps ``k = (r + before) % s + s * m``: no product with an
     inserted zero. The sums ``Z[n, f, r.., q..]`` keep each phase's plane whole, so that the
-    scheduler tiles a convolution's output (interleaved, as ``[.., q, r, ..]``, the tuned
-    programs ran several times slower); the output interleaves them. Where both the stride
-    and the dilation exceed 1 an axis sums over every tap and keeps those where ``s``
-    divides ``o + before - d * k``."""
+    scheduler tiles what it tiles in a convolution (rows of one plane, not two phases of a
+    few elements each); the output interleaves them. Where both the stride and the dilation
+    exceed 1 an axis sums over every tap and keeps those where ``s`` divides
+    ``o + before - d * k``."""
     x, w = e.in_shapes[0], e.in_shapes[1]
     shape = e.out_shapes[0]
     groups = e.attr("group", 1)
