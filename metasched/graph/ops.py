@@ -728,9 +728,8 @@ def _layer_norm(e: Emitter) -> None:
     centred = f"({e.load(0, source)} - {mean}[{', '.join(index)}])"
     sq = e.temp(kept, f"{centred} * {centred}", "+=", reduce)
     eps = number(e.attr("epsilon", 1e-5))
-    param = src[axis:]
     body = (f"({e.load(0, full)} - {mean}[{', '.join(row)}]) * rsqrt({sq}[{', '.join(row)}] / {count} + {eps})"
-            f" * {e.bload(1, full, src) if len(e.in_shapes[1]) <= len(param) else e.load(1, full)}")
+            f" * {e.bload(1, full, src)}")
     if e.has(2):
         body += f" + {e.bload(2, full, src)}"
     e.define(e.outs[0], src, body)

@@ -239,3 +239,12 @@ def test_look_alikes_of_a_layer_norm_are_left_alone_and_still_correct(variant):
     assert "LayerNormalization" not in [n.op for n in graph.nodes]
     assert len(plan(graph).tasks) >= 2
     assert_matches_onnxruntime(made, {"x": x}, fuse=False)  # onnxruntime's own fusion takes the cube
+
+
+@pytest.mark.parametrize("scale", [[6], [1, 6], [1, 1, 6], [4, 6]])
+def test_layer_norm_scales_broadcast_to_the_input(scale):
+    # A scale of more axes than the normalized ones (per row, or with leading ones) broadcasts.
+    rng = np.random.default_rng(0)
+    made = model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)], {"x": [2, 4, 6]},
+                 {"y": None}, {"s": random(rng, *scale), "b": random(rng, 6)}, opset=17)
+    assert_matches_onnxruntime(made, {"x": random(rng, 2, 4, 6)})
