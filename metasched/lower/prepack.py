@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional, Sequence
 
 from metasched.ir import (
-    Allocate, Buffer, Expr, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Stmt, Store, Var, free_vars, loads,
+    Allocate, Buffer, Expr, For, ForKind, IfThenElse, Load, Not, PrimFunc, Seq, Stmt, Store, Var, free_vars, loads,
     seq, transform,
 )
 
@@ -83,7 +83,8 @@ def _first_copy(func: PrimFunc, constants: frozenset[str], number: int) -> Optio
 
 
 def _sequences(stmt: Stmt, path: list[Stmt]) -> Iterator[tuple[list[Stmt], Seq, int]]:
-    """Every (enclosing For/IfThenElse/Allocate nodes, sequence, position) of the tree."""
+    """Every (enclosing For/IfThenElse/Allocate nodes, sequence, position) of the tree; an
+    else branch's guard is on the path with its condition negated."""
     if isinstance(stmt, Seq):
         for k, inner in enumerate(stmt.stmts):
             yield path, stmt, k
@@ -92,8 +93,8 @@ def _sequences(stmt: Stmt, path: list[Stmt]) -> Iterator[tuple[list[Stmt], Seq, 
         yield from _sequences(stmt.body, path + [stmt])
     elif isinstance(stmt, IfThenElse):
         yield from _sequences(stmt.then_body, path + [stmt])
-        if stmt.else_body is not None:
-            yield from _sequences(stmt.else_body, path + [stmt])
+        if stmt.else_body is not None:  # on the path as the guard it runs under
+            yield from _sequences(stmt.else_body, path + [IfThenElse(Not(stmt.cond), stmt.else_body)])
 
 
 def _copy_target(stmt: Stmt, constants: frozenset[str]) -> Optional[str]:

@@ -9,7 +9,7 @@ from conftest import panel_copy
 from metasched.codegen import compile_func
 from metasched.errors import ScheduleError
 from metasched.ir import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Store, Var
-from metasched.ir.expr import BinOp, IntImm
+from metasched.ir.expr import BinOp, FloatImm, IntImm
 from metasched.lang import parse
 from metasched.lower.prepack import hoist_constant_copies
 from metasched.space import cpu_default
@@ -80,13 +80,16 @@ def test_copies_of_inputs_given_at_run_time_stay_in_the_kernel():
     assert hoist_constant_copies(func, []).packings == ()
 
 
-def _copy_func(after_loop_read: bool = False, guard_on_other_loop: bool = False) -> PrimFunc:
+def _copy_func(after_loop_read: bool = False, guard_on_other_loop: bool = False, in_else: bool = False) -> PrimFunc:
     """for i in 4: { G[j] = W[i, j] for j in 8;  Y[i, j] = G[j] * 2 for j in 8 } (+ variants)."""
     w, g, y = Buffer("W", (4, 8), "float32"), Buffer("G", (8,), "float32"), Buffer("Y", (4, 8), "float32")
     i, j = Var("i"), Var("j")
     copy = For("j", 8, ForKind.SERIAL, Store("G", (j,), Load("W", (i, j))))
     use = For("j", 8, ForKind.SERIAL, Store("Y", (i, j), BinOp("*", Load("G", (j,)), Load("W", (i, j)))))
     body = Seq((copy, use))
+    if in_else:  # rows 0 and 1 doubled without the copy, the others through it
+        twice = For("j", 8, ForKind.SERIAL, Store("Y", (i, j), BinOp("*", Load("W", (i, j)), FloatImm(2.0))))
+        body = IfThenElse(BinOp("<", i, IntImm(2)), twice, body)
     if guard_on_other_loop:
         body = For("t", 2, ForKind.SERIAL, IfThenElse(BinOp("<", Var("t"), IntImm(1)), body))
     body = For("i", 4, ForKind.SERIAL, body)
@@ -106,6 +109,14 @@ def test_a_hand_made_copy_is_hoisted_and_one_read_outside_its_sequence_is_refuse
     np.testing.assert_array_equal(packed, w)
     np.testing.assert_array_equal(compile_func(prepacked.kernel)(w, packed)[0], compile_func(func)(w)[0])
     assert hoist_constant_copies(_copy_func(after_loop_read=True), ["W"]).packings == ()
+    in_else = _copy_func(in_else=True)
+    (packing,) = hoist_constant_copies(in_else, ["W"]).packings  # made under the negated guard
+    packed = np.zeros((4, 8), np.float32)
+    compile_func(packing.func).run(w, packed)
+    np.testing.assert_array_equal(packed[2:], w[2:])
+    np.testing.assert_array_equal(packed[:2], 0.0)
+    kernel = hoist_constant_copies(in_else, ["W"]).kernel
+    np.testing.assert_array_equal(compile_func(kernel)(w, packed)[0], compile_func(in_else)(w)[0])
     assert hoist_constant_copies(_copy_func(guard_on_other_loop=True), ["W"]).packings == ()
 
 
