@@ -222,6 +222,11 @@ _INTERRUPTED_IMPORT = textwrap.dedent("""\
     import os, signal, sys
     from importlib.metadata import entry_points
 
+    # Ctrl-C as a terminal gives it, whatever the test process passed on (an ignored or
+    # blocked SIGINT is inherited across exec: once, in the full suite, it never arrived).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
     class Interrupt:
         def find_spec(self, name, path=None, target=None):
             if name == "numpy":
