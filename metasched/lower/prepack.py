@@ -44,10 +44,11 @@ class Prepacked:
 
 def hoist_constant_copies(func: PrimFunc, constants: Sequence[str]) -> Prepacked:
     """``func`` with every copy of inputs named in ``constants`` that can be made once taken
-    out, one at a time. A copy qualifies when it is the first statement of a sequence, it
-    alone writes its buffer (a scratch or workspace buffer), only the statements after it
-    in that sequence read the buffer, it reads nothing but constants, and the values it
-    writes depend on no enclosing loop it does not index the packed array by."""
+    out, one at a time. A copy qualifies when it is a statement of a sequence that no
+    earlier statement of it touches its buffer (a scratch or workspace buffer), it alone
+    writes that buffer, only the statements after it in that sequence read it, it reads
+    nothing but constants, and the guards it runs under read only the loops it depends on
+    (the packed array's leading axes)."""
     packings: list[Packing] = []
     constants = frozenset(b.name for b in func.inputs if b.name in constants)
     while True:
@@ -71,6 +72,8 @@ def _first_copy(func: PrimFunc, constants: frozenset[str], number: int) -> Optio
             continue
         if _count(func.body, target) != _count(Seq(sequence.stmts[k:]), target):
             continue  # written or read outside this sequence
+        if _stores(func.body, target) != _stores(copy, target):
+            continue  # written by another statement too
         made = _packing(func, path, copy, buffer, number)
         if made is None:
             continue
@@ -145,6 +148,10 @@ def _count(stmt: Stmt, name: str) -> int:
         elif isinstance(node, IfThenElse):
             total += sum(load.buffer == name for load in loads(node.cond))
     return total
+
+
+def _stores(stmt: Stmt, name: str) -> int:
+    return sum(isinstance(node, Store) and node.buffer == name for node in _nodes(stmt))
 
 
 def _own_vars(stmt: Stmt) -> set[str]:

@@ -80,13 +80,16 @@ def test_copies_of_inputs_given_at_run_time_stay_in_the_kernel():
     assert hoist_constant_copies(func, []).packings == ()
 
 
-def _copy_func(after_loop_read: bool = False, guard_on_other_loop: bool = False, in_else: bool = False) -> PrimFunc:
+def _copy_func(after_loop_read: bool = False, guard_on_other_loop: bool = False, in_else: bool = False,
+               rewritten: bool = False) -> PrimFunc:
     """for i in 4: { G[j] = W[i, j] for j in 8;  Y[i, j] = G[j] * 2 for j in 8 } (+ variants)."""
     w, g, y = Buffer("W", (4, 8), "float32"), Buffer("G", (8,), "float32"), Buffer("Y", (4, 8), "float32")
     i, j = Var("i"), Var("j")
     copy = For("j", 8, ForKind.SERIAL, Store("G", (j,), Load("W", (i, j))))
     use = For("j", 8, ForKind.SERIAL, Store("Y", (i, j), BinOp("*", Load("G", (j,)), Load("W", (i, j)))))
     body = Seq((copy, use))
+    if rewritten:  # another statement writes the copy's buffer after it: it must stay
+        body = Seq((copy, Store("G", (IntImm(0),), FloatImm(1.0)), use))
     if in_else:  # rows 0 and 1 doubled without the copy, the others through it
         twice = For("j", 8, ForKind.SERIAL, Store("Y", (i, j), BinOp("*", Load("W", (i, j)), FloatImm(2.0))))
         body = IfThenElse(BinOp("<", i, IntImm(2)), twice, body)
@@ -109,6 +112,7 @@ def test_a_hand_made_copy_is_hoisted_and_one_read_outside_its_sequence_is_refuse
     np.testing.assert_array_equal(packed, w)
     np.testing.assert_array_equal(compile_func(prepacked.kernel)(w, packed)[0], compile_func(func)(w)[0])
     assert hoist_constant_copies(_copy_func(after_loop_read=True), ["W"]).packings == ()
+    assert hoist_constant_copies(_copy_func(rewritten=True), ["W"]).packings == ()
     in_else = _copy_func(in_else=True)
     (packing,) = hoist_constant_copies(in_else, ["W"]).packings  # made under the negated guard
     packed = np.zeros((4, 8), np.float32)
