@@ -9,7 +9,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
-from metasched.codegen import Artifact, CodegenOptions, available_cores, compile_artifact
+import numpy as np
+
+from metasched.codegen import Artifact, CodegenOptions, Kernel, aligned_empty, available_cores, compile_artifact
 from metasched.ir.stmt import PrimFunc
 from metasched.errors import ClusterError
 from metasched.lang.workload import Workload
@@ -33,6 +35,16 @@ class Packed:
 
     kernel: Artifact
     packs: tuple[tuple[Artifact, tuple[int, ...]], ...]
+
+
+def make_packed(pack: Kernel, sources: Sequence[np.ndarray]) -> np.ndarray:
+    """What a pack program (``Packed.packs``) makes of its ``sources``, in a new array (what
+    no copy writes, a padded tile's rest, is zero and read by no one)."""
+    (buffer,) = pack.func.outputs
+    packed = aligned_empty(buffer.shape, buffer.dtype)
+    packed.fill(0.0)
+    pack.run(*sources, packed)
+    return packed
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from typing import Callable, Optional, Sequence, Union
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from metasched.codegen import Artifact, aligned_empty, load_kernel
+from metasched.codegen import Artifact, load_kernel
 from metasched.errors import MismatchError
 from metasched.lang import assert_outputs_close
 from metasched.lang.workload import Workload
 from metasched.measure.machine import Machine
-from metasched.measure.builder import Packed
+from metasched.measure.builder import Packed, make_packed
 from metasched.measure.service import Service
 from metasched.measure.worker import WorkerPool
 
@@ -100,7 +100,7 @@ def run_artifact(workload: Workload, artifact: Union[Artifact, Packed], config: 
     if hook is not None:
         hook(artifact)
     inputs, expected = _reference(workload, seed)
-    inputs = inputs + [_pack(pack, [inputs[k] for k in sources]) for pack, sources in packs]
+    inputs = inputs + [make_packed(load_kernel(pack), [inputs[k] for k in sources]) for pack, sources in packs]
     try:
         assert_outputs_close(workload, kernel(*inputs, poison=True), expected)
     except MismatchError as err:
@@ -111,15 +111,6 @@ def run_artifact(workload: Workload, artifact: Union[Artifact, Packed], config: 
         return (once,)
     return tuple(kernel.timings(*inputs, number=config.number, repeat=config.repeat,
                                 min_repeat_seconds=config.min_repeat_seconds, warm_seconds=once))
-
-
-def _pack(artifact: Artifact, sources: list[np.ndarray]) -> np.ndarray:
-    pack = load_kernel(artifact)
-    (buffer,) = pack.func.outputs
-    packed = aligned_empty(buffer.shape, buffer.dtype)
-    packed.fill(0.0)
-    pack.run(*sources, packed)
-    return packed
 
 
 class Runner(Service, ABC):

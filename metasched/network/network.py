@@ -16,7 +16,7 @@ from metasched.errors import CodegenError, ModelError
 from metasched.graph import Call, Graph, Plan, View, import_onnx, plan
 from metasched.lang import Workload
 from metasched.measure import LocalBuilder, Packed
-from metasched.measure.builder import build_trace
+from metasched.measure.builder import build_trace, make_packed
 from metasched.network.tuning import constant_inputs
 from metasched.schedule import Schedule, replay
 from metasched.space import AutoInline, ParallelizeVectorizeUnroll, PostOrderApply
@@ -88,10 +88,7 @@ class Network:
 
     def _pack(self, pack: Pack, weights: list[np.ndarray], name: str) -> str:
         """Run ``pack`` on a call's ``weights``; bind what it makes, read-only, as ``name``."""
-        (buffer,) = pack.kernel.func.outputs
-        packed = aligned_empty(_dims(buffer.shape), np.float32)
-        packed.fill(0.0)  # what no copy writes (a padded tile's rest) is read by no one
-        pack.kernel.run(*weights, packed)
+        packed = make_packed(pack.kernel, weights)
         packed.flags.writeable = False
         self._arrays[name] = packed
         return name
