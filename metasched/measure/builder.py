@@ -12,7 +12,7 @@ from typing import Callable, Optional, Sequence, Union
 import numpy as np
 
 from metasched.codegen import Artifact, CodegenOptions, Kernel, aligned_empty, available_cores, compile_artifact
-from metasched.ir.stmt import PrimFunc
+from metasched.ir.stmt import PrimFunc, func_digest
 from metasched.errors import ClusterError
 from metasched.lang.workload import Workload
 from metasched.lower.prepack import hoist_constant_copies
@@ -75,9 +75,24 @@ def build_trace(workload: Workload, trace_json: dict, options: CodegenOptions,
     if not prepacked.packings:
         return compile_artifact(func, options)
     positions = {tensor.name: k for k, tensor in enumerate(workload.inputs)}
-    packs = tuple((compile_artifact(p.func, options), tuple(positions[name] for name in p.sources))
+    packs = tuple((_pack_artifact(p.func, options), tuple(positions[name] for name in p.sources))
                   for p in prepacked.packings)
     return Packed(compile_artifact(prepacked.kernel, options), packs)
+
+
+# Pack programs compiled in this process, by their digest and options. A task's candidates
+# mostly pack its weights alike (the same tile of the same panel): each layout is compiled once.
+_PACKS: dict[tuple[str, CodegenOptions], Artifact] = {}
+_PACKS_KEPT = 64
+
+
+def _pack_artifact(func: PrimFunc, options: CodegenOptions) -> Artifact:
+    key = (func_digest(func), options)
+    if key not in _PACKS:
+        if len(_PACKS) >= _PACKS_KEPT:
+            del _PACKS[next(iter(_PACKS))]  # the oldest
+        _PACKS[key] = compile_artifact(func, options)
+    return _PACKS[key]
 
 
 def build_in(pool: WorkerPool, tasks: Sequence[tuple], timeout: float) -> list[BuildResult]:

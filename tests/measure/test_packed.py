@@ -37,6 +37,15 @@ def test_a_program_copying_a_constant_builds_packed_and_runs_checked(copying):
     assert not isinstance(build_trace(workload, trace.to_json(), CodegenOptions(), constants=["X"]), Packed)
 
 
+def test_programs_that_pack_alike_share_one_compiled_pack(copying):
+    workload, trace = copying
+    first = build_trace(workload, trace.to_json(), CodegenOptions(), constants=["W"])
+    again = build_trace(workload, trace.to_json(), CodegenOptions(), constants=["W"])
+    other = build_trace(workload, trace.to_json(), CodegenOptions(opt_level=2), constants=["W"])
+    assert again.packs[0][0] is first.packs[0][0] and again.kernel is not first.kernel
+    assert other.packs[0][0] is not first.packs[0][0]  # other options, another build
+
+
 def test_a_packed_program_whose_pack_is_wrong_is_a_failed_trial(copying):
     workload, trace = copying
     packed = build_trace(workload, trace.to_json(), CodegenOptions(), constants=["W"])
