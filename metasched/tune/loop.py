@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from metasched.database import Confirmation, Database, Target
+from metasched.database import Confirmation, Database, Target, program_key
 from metasched.errors import ClusterError
 from metasched.lang.workload import Workload
 from metasched.measure import BuildResult, Builder, Runner
@@ -75,6 +75,10 @@ class TaskLoop:
     held: list[_Held] = field(default_factory=list)
     # The median seconds (None: failed) of each program of the batch recorded so far, in order.
     batch_seconds: list[Optional[float]] = field(default_factory=list)
+    # The fastest programs this run built, by program key: (median, build), at most ``keep``,
+    # so that the confirmation times them without building them again.
+    kept: dict[str, tuple[float, BuildResult]] = field(default_factory=dict)
+    keep: int = 0
 
     def recorded(self) -> int:
         """The trials the database holds of the workload on the target, another run's included."""
@@ -105,14 +109,15 @@ class TaskLoop:
 
     def confirm(self, count: int) -> Optional[Confirmation]:
         """Builds the ``count`` fastest records (by their medians) and the winner of the last
-        confirmation, times them in turns (``measure.confirm``) and records it: the
-        confirmation, or None when fewer than two ran or the machine stayed busy."""
+        confirmation (those this run built and kept are not built again), times them in turns
+        (``measure.confirm``) and records it: the confirmation, or None when fewer than two
+        ran or the machine stayed busy."""
         done = sorted((r for r in self.db.records(self.workload, self.target) if r.ok), key=lambda r: (r.median, r.id))
         chosen = done[:count]
         previous = self.db.confirmation(self.workload, self.target)
         if previous is not None and previous.winner not in {r.id for r in chosen}:
             chosen += [r for r in done if r.id == previous.winner]
-        confirming = Confirming(self._build, self._run, self._sleep, self.guard.factor)
+        confirming = Confirming(self._build_or_kept, self._run, self._sleep, self.guard.factor)
         times = confirming.times(chosen)
         self.result.unconfirmed += confirming.notes
         return None if times is None else self.db.confirm(self.workload, self.target, times)
@@ -133,6 +138,21 @@ class TaskLoop:
                  else self.builder.build(self.workload, traces))
         self.result.build_seconds += time.perf_counter() - started
         return built
+
+    def _build_or_kept(self, traces: list[Trace]) -> list[BuildResult]:
+        """``_build``, but a program this run built and kept (``kept``) is not built again."""
+        keys = [program_key(trace) for trace in traces]
+        missing = [trace for trace, key in zip(traces, keys) if key not in self.kept]
+        built = iter(self._build(missing) if missing else [])
+        return [self.kept[key][1] if key in self.kept else next(built) for key in keys]
+
+    def _keep(self, trace: Trace, built: BuildResult, median: float) -> None:
+        """Keep ``built`` if it is among the ``keep`` fastest this run recorded."""
+        if self.keep <= 0:
+            return
+        self.kept[program_key(trace)] = (median, built)
+        if len(self.kept) > self.keep:
+            del self.kept[max(self.kept, key=lambda key: self.kept[key][0])]
 
     def _run(self, artifacts: list, best: Optional[float] = None, workload: Optional[Workload] = None) -> list:
         started = time.perf_counter()
@@ -223,6 +243,8 @@ class TaskLoop:
                                 error=error, build_seconds=built.seconds)
         median = statistics.median(runs) if error is None else None  # as Record.median
         self.batch_seconds.append(median)
+        if median is not None:
+            self._keep(trace, built, median)
         self.result.best_record = self.db.best(self.workload, self.target)
         if record is None:
             return

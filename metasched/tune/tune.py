@@ -275,7 +275,7 @@ class _Run:
                                     db.measured(task.workload, target), db, target, lend, batch_size=batch)
             search.start(context)
             loop = TaskLoop(task.workload, db, target, builder, runner, search, context, result.tasks[i], show,
-                            guard, batch, constants=task.constants)
+                            guard, batch, constants=task.constants, keep=self.confirm)
             loops.append(loop)
             states.append(TaskState(i, task, loop.recorded(), _history(db, task.workload, target, loop.batch_size)))
             if cap is not None and states[-1].trials >= cap:

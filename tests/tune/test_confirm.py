@@ -13,6 +13,8 @@ from metasched.space import cpu_default
 from metasched.tune import host_target
 from metasched.measure.confirm import CONFIRM_ROUNDS
 
+from conftest import FakeBuilder
+
 
 @pytest.fixture(scope="module")
 def wl():
@@ -116,6 +118,31 @@ def test_the_last_winner_is_timed_again_with_the_new_fastest(tmp_path, wl, fake_
     assert confirmation == second.confirmation and confirmation.current
     assert [programs[i] for i in confirmation.times] == [keys[0], keys[8], keys[9]]
     assert programs[confirmation.winner] == keys[0] == second.best_record.program
+
+
+class CountingBuilder(FakeBuilder):
+    """A ``FakeBuilder`` that logs the program key of every trace it builds."""
+
+    def __init__(self):
+        self.built = []
+
+    def build(self, workload, traces):
+        self.built += [program_key(t) for t in traces]
+        return super().build(workload, traces)
+
+
+def test_the_confirmation_times_the_programs_the_run_built_without_building_them_again(tmp_path, wl):
+    path = tmp_path / "tuning.db"
+    keys = proposals(wl, seed=3, count=12)
+    builder = CountingBuilder()
+    first = tune(wl, trials=8, database=path, seed=3, strategy="replay", builder=builder,
+                 runner=DriftingRunner(keys), confirm=4)
+    assert len(first.confirmation.times) == 4 and builder.built == keys[:8]  # each built once
+    builder.built = []
+    second = tune(wl, trials=12, database=path, seed=3, strategy="replay", builder=builder,
+                  runner=DriftingRunner(keys), confirm=2)
+    # The two fastest are the last run's (keys[0], keys[1]): not built by this run, so built again.
+    assert len(second.confirmation.times) == 2 and builder.built == keys[8:] + keys[:2]
 
 
 def test_a_real_run_confirms_on_the_real_runner(tmp_path, wl):
