@@ -1,6 +1,10 @@
 """Evolutionary search with other settings against its defaults, on paired seeds.
 
-    python bench/search_variants.py WORKLOAD VARIANT... [--trials 64] [--seeds 0-7]
+    python bench/search_variants.py WORKLOAD VARIANT... [--trials 64] [--seeds 0-7] [--constants W0,W1]
+
+WORKLOAD is a built-in workload's name or a ``.tensor`` file (a network's task, printed by
+``metasched.graph.plan``); ``--constants`` names inputs whose copies are made once, as a
+network's weights (``TuneTask.constants``).
 
 A VARIANT is ``default`` or comma-separated ``field=value`` pairs of ``EvolutionaryConfig``
 (``population_size=256,genetic_num_iters=4``), ``batch_size`` (programs measured per proposal),
@@ -48,11 +52,12 @@ from pathlib import Path
 import numpy as np
 
 from common import environment
-from metasched import Database, tune, workloads
+from metasched import Database, workloads
+from metasched.lang import parse
 from metasched.search import EvolutionaryConfig, EvolutionarySearch, GBTModel
 from metasched.search.cost_model import KINDS
 from metasched.space import AutoInline, MultiLevelTiling, PostOrderApply, cpu_default
-from metasched.tune import host_target
+from metasched.tune import TuneTask, host_target, tune_tasks
 from metasched.tune.warm_start import warm_start as warm_model
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvolutionaryConfig)}
@@ -136,14 +141,16 @@ def main() -> None:
     parser.add_argument("variants", nargs="+", metavar="VARIANT")
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-7"), help="0-7 or 1,4,6")
+    parser.add_argument("--constants", default="", help="inputs made once, as a network's weights: W0,W1")
     args = parser.parse_args()
     try:
         variants = {text: parse_variant(text) for text in args.variants}
     except (ValueError, TypeError) as err:
         parser.error(str(err))
     try:
-        wl = workloads.get(args.workload)
-    except KeyError as err:
+        wl = parse(Path(args.workload).read_text()) if args.workload.endswith(".tensor") else workloads.get(args.workload)
+        constants = TuneTask(wl, constants=[c for c in args.constants.split(",") if c]).constants
+    except (KeyError, OSError, ValueError) as err:
         parser.error(str(err))
     names = list(variants)  # a variant given twice runs once
     print(environment())
@@ -156,8 +163,9 @@ def main() -> None:
             cells = []
             for k, (text, variant) in enumerate(variants.items()):
                 started = time.perf_counter()
-                result = tune(wl, trials=args.trials, database=str(Path(scratch) / f"{seed}.{k}.db"), seed=seed,
-                              strategy=variant.strategy(wl), batch_size=variant.batch_size, space=variant.space)
+                task = TuneTask(wl, space=variant.space, strategy=variant.strategy(wl), constants=constants)
+                (result,) = tune_tasks([task], trials=args.trials, database=str(Path(scratch) / f"{seed}.{k}.db"),
+                                       seed=seed, batch_size=variant.batch_size).tasks
                 found = result.best_seconds or float("inf")  # inf: no program ran
                 best[text].append(found)
                 cells.append(f"{found * 1e3:.3f} ms ({time.perf_counter() - started:.0f} s)")
