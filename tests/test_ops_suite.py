@@ -28,7 +28,7 @@ NAMES = sorted(SMALL)
 BATCHED = [name for name in NAMES if not name.startswith("bert_")]
 # Examples per workload and strategy in the CI run: the whole file then takes about a minute
 # on 2 cores (compiling is most of it).
-FAST_EXAMPLES = 6
+FAST_EXAMPLES = 4
 
 
 def small(name: str, **params: int) -> metasched.Workload:

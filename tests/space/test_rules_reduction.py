@@ -103,7 +103,10 @@ def vectorize_innermost(sch: Schedule) -> Schedule:
     return sch
 
 
-@pytest.mark.parametrize("rules", [["add_rfactor"], ["contiguous_reduction"], ["parallelize_vectorize_unroll"],
+# The fast run checks the three rules together; each rule alone is a slow case.
+@pytest.mark.parametrize("rules", [pytest.param(["add_rfactor"], marks=pytest.mark.slow),
+                                   pytest.param(["contiguous_reduction"], marks=pytest.mark.slow),
+                                   pytest.param(["parallelize_vectorize_unroll"], marks=pytest.mark.slow),
                                    ["add_rfactor", "contiguous_reduction", "parallelize_vectorize_unroll"]])
 @pytest.mark.parametrize("workload", sorted(SMALL))
 def test_sampled_programs_compute_the_reference(rules, workload):
