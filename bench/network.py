@@ -21,7 +21,7 @@ give one to keep what was tuned, and a second run times it without tuning again)
    does nothing (same arguments, same calls), as a share of its latency; and, apart, the
    latency against the sum over its calls of each kernel timed alone (``Network.profile``,
    warm caches: what running in sequence costs, mostly weights read from memory);
-5. memory: the bytes of our intermediates against what onnxruntime's session adds to this
+5. memory: the bytes of our intermediates against what onnxruntime's session adds to a fresh
    process's resident memory when it is created and first run.
 
 Goals (issue 57): faster than onnxruntime on all three, the ResNet-50 tuning wall under 15
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +67,32 @@ def resident_bytes() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+# Run in a fresh process: in this one, memory an earlier model's session freed is reused, and a
+# later session then seems to add nothing.
+_ORT_BYTES = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[2])
+from network import onnxruntime_session, resident_bytes
+import onnx
+model = onnx.load(sys.argv[1])
+feeds = {i.name: np.zeros([d.dim_value for d in i.type.tensor_type.shape.dim], np.float32) for i in model.graph.input
+         if i.name not in {init.name for init in model.graph.initializer}}
+before = resident_bytes()
+onnxruntime_session(model).run(None, feeds)
+print(resident_bytes() - before)
+"""
+
+
+def onnxruntime_bytes(model, work: Path) -> int:
+    """What onnxruntime's session adds to a fresh process's resident memory when it is created
+    and first run."""
+    path = work / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    out = subprocess.run([sys.executable, "-c", _ORT_BYTES, str(path), str(Path(__file__).parent)],
+                         capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
 
 
 def onnxruntime_session(model):
@@ -118,10 +145,9 @@ def main() -> None:
         network = compile_network(model, database=db)
         rng = np.random.default_rng(0)
         feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in network.graph.inputs.items()}
-        before = resident_bytes()
         session = onnxruntime_session(model)
         want = session.run(None, feeds)
-        ort_bytes = resident_bytes() - before
+        ort_bytes = onnxruntime_bytes(model, work)
         got = network(**feeds)
         worst = max(float(np.max(np.abs(g - w))) for g, w in zip(got, want))
         sides = {"ours": lambda: network(**feeds), "onnxruntime": lambda: session.run(None, feeds)}
