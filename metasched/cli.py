@@ -64,7 +64,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as `yes | head -1` reports it
 EPILOG = """\
 TARGET is a path when it names an existing file, ends with .tensor or contains a path
 separator; otherwise it is the name of a built-in workload (see `metasched workloads`), even
-when a folder of that name is in the current directory.
+when a folder of that name is in the current directory. best, trace and history also find a
+workload that their --db stores by its name or key (a network's task).
 
 exit codes:
   0    success
@@ -89,13 +90,24 @@ def _is_path(target: str) -> bool:
     return os.path.isfile(target) or target.endswith(".tensor") or any(s in target for s in separators)
 
 
-def _workload(target: str, params: dict[str, int], name: Optional[str] = None) -> Workload:
+def _workload(target: str, params: dict[str, int], name: Optional[str] = None,
+              db: Optional[Database] = None) -> Workload:
+    """The workload ``target`` names: a file, a built-in workload, or else (given ``db``, for
+    the commands that read a database) one stored in ``db`` by its name or key (a network's
+    task, say)."""
     if _is_path(target):
         return load(target, name, **params)  # ParseError for a file that is missing or unreadable
     if target not in workloads.names():
+        stored = _stored(db, target) if db is not None else None
+        if stored is not None:
+            if params or name is not None:
+                raise UnknownWorkloadError(f"{target} is a workload stored in {db.path}: -p and --name do not "
+                                           f"apply to it")
+            return stored
         what = "a folder, not a workload file," if os.path.isdir(target) else "not a file"
+        held = f", nor a workload that {db.path} holds" if db is not None else ""
         raise UnknownWorkloadError(
-            f"{target!r} is {what} and no built-in workload has that name (a path to a workload "
+            f"{target!r} is {what}{held} and no built-in workload has that name (a path to a workload "
             f"file ends with .tensor or contains '/'); the built-in workloads are: "
             f"{', '.join(workloads.names())}")
     if name is not None and name != target:
@@ -346,6 +358,26 @@ def _not_builtin(wl: Workload) -> str:
     if wl.name in workloads.names():
         return f"{wl.label} is named like the built-in {wl.name}, but its program differs"
     return "only the built-in workloads have one"
+
+
+def _stored(db: Database, key_or_name: str) -> Optional[Workload]:
+    """The workload ``db`` stores by that key or name, None when it holds none; a name that
+    several stored workloads have is a ``DatabaseError`` that lists their keys."""
+    if not any(key_or_name in (w.key, w.name) for w in db.workloads()):
+        return None
+    return db.workload(key_or_name)
+
+
+def _read_workload(args: argparse.Namespace) -> Workload:
+    """The workload of a command that reads ``args.db``: ``_workload``'s, or else one that the
+    database stores by the name or key given (a network's task)."""
+    try:
+        return _workload(args.workload, dict(args.param), args.name)
+    except UnknownWorkloadError:
+        if _is_path(args.workload) or not os.path.exists(args.db):
+            raise
+        with _existing_db(args.db) as db:
+            return _workload(args.workload, dict(args.param), args.name, db)
 
 
 def _existing_db(path: str) -> Database:
@@ -681,7 +713,7 @@ def _confirmed(confirmation: Confirmation) -> str:
 
 
 def _cmd_best(args: argparse.Namespace) -> int:
-    wl = _workload(args.workload, dict(args.param), args.name)
+    wl = _read_workload(args)
     _check_fits(wl)
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
@@ -697,7 +729,7 @@ def _cmd_best(args: argparse.Namespace) -> int:
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:
-    wl = _workload(args.workload, dict(args.param), args.name)
+    wl = _read_workload(args)
     replaced = _check_output(args.output, "-o", _inputs(args), args.force)
     with _existing_db(args.db) as db:
         record = _best(db, wl, args)
@@ -720,7 +752,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    wl = _workload(args.workload, dict(args.param), args.name)
+    wl = _read_workload(args)
     with _existing_db(args.db) as db:
         records = db.records(wl)
     here = host_target()

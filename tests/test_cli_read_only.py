@@ -166,3 +166,27 @@ def test_best_of_a_stored_record_that_does_not_replay_is_a_one_line_error(folder
     err = capsys.readouterr().err
     assert_one_line_error(err)
     assert "instruction 0" in err
+
+
+# A task as tune_network stores one: named after its operators and a digest, no parameters.
+TASK = "workload dense_task_1a2b() { input X: float32[8, 16]\n input W: float32[16, 12]\n" \
+       "output Y[i, j] += X[i, k] * W[k, j] where i in 0..8, j in 0..12, k in 0..16 }"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_reading_command_finds_a_workload_the_database_stores_by_name_or_key(command, tmp_path, capsys):
+    """A network's task is no built-in and no file: the reading commands find it in --db."""
+    task = metasched.lang.parse(TASK)
+    db = tmp_path / "net.db"
+    with Database(db) as opened:
+        assert record_samples(opened, task, count=8) > 0
+    extra = ["-o", str(tmp_path / "best.trace")] if command == "trace" else []
+    for given in (task.name, task.key):
+        assert main([command, given, "--db", str(db), *extra, *(["--force"] if extra else [])]) == EXIT_OK
+        assert "dense_task_1a2b" in capsys.readouterr().out
+    assert main([command, task.name, "-p", "M=2", "--db", str(db), *extra]) == EXIT_USER_ERROR
+    assert_one_line_error(capsys.readouterr().err)
+    assert main([command, "nosuch_task", "--db", str(db), *extra]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert_one_line_error(err)
+    assert f"nor a workload that {db} holds" in err
