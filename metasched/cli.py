@@ -90,24 +90,13 @@ def _is_path(target: str) -> bool:
     return os.path.isfile(target) or target.endswith(".tensor") or any(s in target for s in separators)
 
 
-def _workload(target: str, params: dict[str, int], name: Optional[str] = None,
-              db: Optional[Database] = None) -> Workload:
-    """The workload ``target`` names: a file, a built-in workload, or else (given ``db``, for
-    the commands that read a database) one stored in ``db`` by its name or key (a network's
-    task, say)."""
+def _workload(target: str, params: dict[str, int], name: Optional[str] = None) -> Workload:
     if _is_path(target):
         return load(target, name, **params)  # ParseError for a file that is missing or unreadable
     if target not in workloads.names():
-        stored = _stored(db, target) if db is not None else None
-        if stored is not None:
-            if params or name is not None:
-                raise UnknownWorkloadError(f"{target} is a workload stored in {db.path}: -p and --name do not "
-                                           f"apply to it")
-            return stored
         what = "a folder, not a workload file," if os.path.isdir(target) else "not a file"
-        held = f", nor a workload that {db.path} holds" if db is not None else ""
         raise UnknownWorkloadError(
-            f"{target!r} is {what}{held} and no built-in workload has that name (a path to a workload "
+            f"{target!r} is {what} and no built-in workload has that name (a path to a workload "
             f"file ends with .tensor or contains '/'); the built-in workloads are: "
             f"{', '.join(workloads.names())}")
     if name is not None and name != target:
@@ -360,24 +349,22 @@ def _not_builtin(wl: Workload) -> str:
     return "only the built-in workloads have one"
 
 
-def _stored(db: Database, key_or_name: str) -> Optional[Workload]:
-    """The workload ``db`` stores by that key or name, None when it holds none; a name that
-    several stored workloads have is a ``DatabaseError`` that lists their keys."""
-    if not any(key_or_name in (w.key, w.name) for w in db.workloads()):
-        return None
-    return db.workload(key_or_name)
-
-
 def _read_workload(args: argparse.Namespace) -> Workload:
     """The workload of a command that reads ``args.db``: ``_workload``'s, or else one that the
-    database stores by the name or key given (a network's task)."""
+    database stores by the name or key given (a network's task: no built-in, no file)."""
+    target = args.workload
     try:
-        return _workload(args.workload, dict(args.param), args.name)
-    except UnknownWorkloadError:
-        if _is_path(args.workload) or not os.path.exists(args.db):
+        return _workload(target, dict(args.param), args.name)
+    except UnknownWorkloadError as err:
+        if _is_path(target) or target in workloads.names() or not os.path.exists(args.db):
             raise
         with _existing_db(args.db) as db:
-            return _workload(args.workload, dict(args.param), args.name, db)
+            if not any(target in (w.key, w.name) for w in db.workloads()):
+                raise UnknownWorkloadError(f"{err}; nor does {db.path} hold a workload of that name or key") from None
+            if args.param or args.name is not None:
+                raise UnknownWorkloadError(f"{target} is a workload stored in {db.path}: -p and --name do not "
+                                           f"apply to it")
+            return db.workload(target)  # a DatabaseError naming the keys when several have that name
 
 
 def _existing_db(path: str) -> Database:

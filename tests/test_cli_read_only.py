@@ -189,4 +189,4 @@ def test_a_reading_command_finds_a_workload_the_database_stores_by_name_or_key(c
     assert main([command, "nosuch_task", "--db", str(db), *extra]) == EXIT_USER_ERROR
     err = capsys.readouterr().err
     assert_one_line_error(err)
-    assert f"nor a workload that {db} holds" in err
+    assert f"nor does {db} hold a workload of that name or key" in err
