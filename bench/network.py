@@ -1,15 +1,18 @@
 """Whole networks: each model's tasks tuned by the gradient scheduler, then its executable timed
 in turns against onnxruntime in this process.
 
-    python bench/network.py [--models resnet50,bert_layer,mlp] [--trials-per-task 64] [--work DIR] [--rounds 5]
+    python bench/network.py [--models resnet50,bert_layer,mlp] [--trials-per-task 64] [--cap N] [--work DIR]
+                            [--rounds 5]
 
 Models (``metasched.graph.examples``): the onnx package's light ResNet-50 with random weights,
 a BERT-base encoder layer (hidden 768, 12 heads, FFN 3072, sequence 128) and an MLP
 784-1024-1024-10 at batch 64. Per model, in ``--work`` (default: a fresh temporary folder;
 give one to keep what was tuned, and a second run times it without tuning again):
 
-1. ``tune_network`` with ``--trials-per-task`` times the number of tasks as the budget and
-   ``--trials-per-task`` as each task's cap, into ``<model>.db``; the tuning wall;
+1. ``tune_network`` with ``--trials-per-task`` times the number of tasks as the budget, which
+   the gradient scheduler spreads over the tasks as it sees fit (no cap per task, as
+   MetaSchedule's ``tune_relay`` has none by default; ``--cap N`` sets one), into
+   ``<model>.db``; the tuning wall;
 2. ``compile_network`` from that database, checked against onnxruntime;
 3. timed in ``--rounds`` rounds, the order turning each round: ours (``Network.__call__``,
    numpy in and out) and onnxruntime (CPU provider, 2 threads, sequential execution), each
@@ -38,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -104,15 +108,20 @@ def onnxruntime_session(model):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def tuned(name: str, model, trials_per_task: int, work: Path) -> tuple[Path, int, float]:
-    """(the database, the number of tasks, the tuning wall), tuning unless ``work`` holds it."""
+def tuned(name: str, model, trials_per_task: int, cap: Optional[int], work: Path) -> tuple[Path, int, float]:
+    """(the database, the number of tasks, the tuning wall), tuning unless ``work`` holds a
+    run of this model with this budget and cap (or a larger budget)."""
     db, note = work / f"{name}.db", work / f"{name}.json"
     tasks = len(plan(import_onnx(model)).tasks)
-    if note.exists() and json.loads(note.read_text())["trials_per_task"] >= trials_per_task:
-        return db, tasks, json.loads(note.read_text())["wall"]
-    result = tune_network(model, trials=trials_per_task * tasks, trials_per_task=trials_per_task, database=db,
-                          warm_start=False)
-    note.write_text(json.dumps({"trials_per_task": trials_per_task, "wall": result.wall_seconds}) + "\n")
+    if note.exists():
+        done = json.loads(note.read_text())
+        if done["trials_per_task"] >= trials_per_task and done.get("cap", trials_per_task) == cap:
+            return db, tasks, done["wall"]
+        if db.exists():
+            raise SystemExit(f"{db} holds a run of another budget or cap ({note.read_text().strip()}): "
+                             f"give another --work")
+    result = tune_network(model, trials=trials_per_task * tasks, trials_per_task=cap, database=db, warm_start=False)
+    note.write_text(json.dumps({"trials_per_task": trials_per_task, "cap": cap, "wall": result.wall_seconds}) + "\n")
     return db, tasks, result.wall_seconds
 
 
@@ -131,16 +140,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--trials-per-task", type=int, default=64)
+    parser.add_argument("--cap", type=int, default=None, help="the most trials of one task (default: none)")
     parser.add_argument("--work", default=None)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="metasched-network-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"# bench/network.py: {args.models}, {args.trials_per_task} trials per task, work {work}; {environment()}")
+    cap = "no cap" if args.cap is None else f"at most {args.cap} per task"
+    print(f"# bench/network.py: {args.models}, {args.trials_per_task} trials per task ({cap}), work {work}; "
+          f"{environment()}")
     rows = []
     for name in args.models.split(","):
         model = MODELS[name]()
-        db, tasks, wall = tuned(name, model, args.trials_per_task, work)
+        db, tasks, wall = tuned(name, model, args.trials_per_task, args.cap, work)
         print(f"  tuned {name}: {tasks} tasks in {wall:.0f} s", flush=True)
         network = compile_network(model, database=db)
         rng = np.random.default_rng(0)
