@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import time
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence, Union
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from metasched.codegen import CodegenOptions, Kernel, aligned_empty, load_kernel
 from metasched.database import Database
-from metasched.errors import CodegenError, ModelError
+from metasched.errors import CodegenError, ModelError, check_integer
 from metasched.graph import Call, Graph, Plan, View, import_onnx, plan
 from metasched.lang import Workload
 from metasched.measure import LocalBuilder, Packed
@@ -220,28 +221,44 @@ class Network:
         rng = np.random.default_rng(seed)
         return {name: rng.standard_normal(shape).astype(np.float32) for name, shape in self.graph.inputs.items()}
 
-    def profile(self, inputs: Optional[Mapping[str, np.ndarray]] = None) -> list[float]:
-        """Per task, its seconds in one run of the network: each of its calls timed alone on
-        the network's own buffers (after a run on ``inputs``, default ``random_inputs()``),
-        added up."""
+    def profile(self, inputs: Optional[Mapping[str, np.ndarray]] = None, in_sequence: bool = False,
+                runs: int = 10) -> list[float]:
+        """Per task, its seconds in one run of the network, its calls added up (after a run on
+        ``inputs``, default ``random_inputs()``, on the network's own buffers). Each call is
+        timed alone (warm: its weights and inputs in cache), or with ``in_sequence`` as the
+        network runs it, between the calls before and after it (what a run costs: weights read
+        from memory), the median over ``runs`` runs."""
+        check_integer(runs, "Network.profile", "runs", 1)
         feeds = dict(inputs) if inputs is not None else self.random_inputs()
         arrays, _ = self._run_arrays((), feeds)
         arrays.update(self._arrays)
+        tasks = [s.task for s in self.plan.steps if isinstance(s, Call)]
+        calls = [(kernel, [arrays[n] for n in names]) for kernel, names, _, _ in self._calls]
         seconds = [0.0] * len(self.kernels)
-        for step, (kernel, names, _, _) in zip([s for s in self.plan.steps if isinstance(s, Call)], self._calls):
-            args = [arrays[n] for n in names]
+        if in_sequence:
+            times = np.empty((runs + 1, len(calls)))
+            for run in range(runs + 1):  # the first run warms up
+                for i, (kernel, args) in enumerate(calls):
+                    start = time.perf_counter()
+                    kernel.run(*args)
+                    times[run, i] = time.perf_counter() - start
+            for task, value in zip(tasks, np.median(times[1:], axis=0)):
+                seconds[task] += float(value)
+            return seconds
+        for task, (kernel, args) in zip(tasks, calls):
             kernel.run(*args)
-            seconds[step.task] += median(kernel.timings(*args, repeat=3, min_repeat_seconds=0.01))
+            seconds[task] += median(kernel.timings(*args, repeat=3, min_repeat_seconds=0.01))
         return seconds
 
-    def report(self, inputs: Optional[Mapping[str, np.ndarray]] = None) -> str:
+    def report(self, inputs: Optional[Mapping[str, np.ndarray]] = None, in_sequence: bool = False) -> str:
         """Per task: its calls, tuned or the default schedule, its time in one run of the
-        network (``profile``) and its share of the kernels' total."""
+        network (``profile``, its calls timed alone or ``in_sequence``) and its share of the
+        kernels' total."""
         counts: dict[int, int] = {}
         for step in self.plan.steps:
             if isinstance(step, Call):
                 counts[step.task] = counts.get(step.task, 0) + 1
-        seconds = self.profile(inputs)
+        seconds = self.profile(inputs, in_sequence)
         total = sum(seconds) or 1.0
         width = max([4] + [len(k.workload.name) for k in self.kernels])
         lines = [f"{'task':<{width}}  calls  {'time':>10}  share  schedule"]

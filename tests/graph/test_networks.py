@@ -40,6 +40,22 @@ def test_bert_layer_matches_onnxruntime():
     assert "default (untuned)" in report and "tuned" not in report.replace("untuned", "")
 
 
+
+def test_profile_times_every_called_task_alone_and_in_sequence():
+    made = examples.bottleneck(channels=8, width=4, size=5)
+    network = compile_network(made)
+    feeds = network.random_inputs(seed=5)
+    before = network(**feeds)
+    called = {s.task for s in network.plan.steps if isinstance(s, Call)}
+    for seconds in (network.profile(feeds), network.profile(feeds, in_sequence=True, runs=3)):
+        assert len(seconds) == len(network.kernels)
+        assert all((t > 0) == (k in called) for k, t in enumerate(seconds))
+    for a, b in zip(network(**feeds), before):  # profiling wrote only the network's own buffers
+        np.testing.assert_array_equal(a, b)
+    assert "all kernels" in network.report(feeds, in_sequence=True)
+    with pytest.raises(ValueError, match="runs"):
+        network.profile(feeds, in_sequence=True, runs=0)
+
 def test_identical_groups_are_one_task_whose_weight_counts_them():
     node = helper.make_node
     rng = np.random.default_rng(3)
