@@ -1,8 +1,9 @@
 """``lower.prepack``: copies of constant inputs taken out of a kernel, made once by a pack
-program; the kernel with its packed inputs computes exactly what it computed with its copies."""
+program; the kernel with its packed inputs computes what it computed with its copies (bitwise
+where LLVM compiles the two alike; within the tolerance rule over the default space)."""
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import panel_copy
@@ -10,7 +11,7 @@ from metasched.codegen import compile_func
 from metasched.errors import ScheduleError
 from metasched.ir import Allocate, Buffer, For, ForKind, IfThenElse, Load, PrimFunc, Seq, Store, Var
 from metasched.ir.expr import BinOp, FloatImm, IntImm
-from metasched.lang import parse
+from metasched.lang import assert_outputs_close, parse
 from metasched.lower.prepack import hoist_constant_copies
 from metasched.space import cpu_default
 
@@ -127,7 +128,11 @@ def test_a_hand_made_copy_is_hoisted_and_one_read_outside_its_sequence_is_refuse
 @pytest.mark.parametrize("text", [DENSE, DENSE_TRANSPOSED, CONV], ids=["dense", "dense_transposed", "conv"])
 @settings(max_examples=6, deadline=None)
 @given(seed=st.integers(0, 2**20))
+@example(seed=397998)  # dense: LLVM fused its multiply-adds differently in the two (1 ulp apart)
 def test_kernels_of_the_default_space_compute_the_same_with_their_weights_packed(text, seed):
+    """The same results within the tolerance rule, not bitwise: reading the weights from a
+    buffer the kernel made or from one it is given, LLVM may fuse a multiply and an add into
+    an FMA in one and not in the other (``codegen.ops.FLOAT_FLAGS``)."""
     workload = parse(text)
     try:
         sch = cpu_default().sample(workload, rng=seed)
@@ -137,5 +142,8 @@ def test_kernels_of_the_default_space_compute_the_same_with_their_weights_packed
     prepacked = hoist_constant_copies(func, ["W"])
     assume(prepacked.packings)
     ours, hoisted, _, _ = run_both(workload, func, ["W"])
-    assert all(np.array_equal(a, b) for a, b in zip(ours, hoisted))
+    want = workload.reference(*workload.random_inputs(seed=3))
+    assert_outputs_close(workload, ours, want)
+    assert_outputs_close(workload, hoisted, want)
+    assert_outputs_close(workload, hoisted, ours)
     assert len(stores(prepacked.kernel)) < len(stores(func))  # a copy left the kernel
