@@ -12,7 +12,7 @@ give one to keep what was tuned, and a second run times it without tuning again)
 1. ``tune_network`` with ``--trials-per-task`` times the number of tasks as the budget, which
    the gradient scheduler spreads over the tasks as it sees fit (no cap per task, as
    MetaSchedule's ``tune_relay`` has none by default; ``--cap N`` sets one), into
-   ``<model>.db``; the tuning wall;
+   ``<model>.db``; the tuning wall (and the time spent waiting for builds and measuring);
 2. ``compile_network`` from that database, checked against onnxruntime;
 3. timed in ``--rounds`` rounds, the order turning each round: ours (``Network.__call__``,
    numpy in and out) and onnxruntime (CPU provider, 2 threads, sequential execution), each
@@ -108,21 +108,33 @@ def onnxruntime_session(model):
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def tuned(name: str, model, trials_per_task: int, cap: Optional[int], work: Path) -> tuple[Path, int, float]:
-    """(the database, the number of tasks, the tuning wall), tuning unless ``work`` holds a
-    run of this model with this budget and cap (or a larger budget)."""
+def tuned(name: str, model, trials_per_task: int, cap: Optional[int], work: Path) -> tuple[Path, int, dict]:
+    """(the database, the number of tasks, the tuning run: its ``wall`` seconds and, for runs
+    that kept them, its seconds waiting for ``build``s and ``measuring``), tuning unless
+    ``work`` holds a run of this model with this budget and cap (or a larger budget)."""
     db, note = work / f"{name}.db", work / f"{name}.json"
     tasks = len(plan(import_onnx(model)).tasks)
     if note.exists():
         done = json.loads(note.read_text())
         if done["trials_per_task"] >= trials_per_task and done.get("cap", trials_per_task) == cap:
-            return db, tasks, done["wall"]
+            return db, tasks, done
         if db.exists():
             raise SystemExit(f"{db} holds a run of another budget or cap ({note.read_text().strip()}): "
                              f"give another --work")
     result = tune_network(model, trials=trials_per_task * tasks, trials_per_task=cap, database=db, warm_start=False)
-    note.write_text(json.dumps({"trials_per_task": trials_per_task, "cap": cap, "wall": result.wall_seconds}) + "\n")
-    return db, tasks, result.wall_seconds
+    done = {"trials_per_task": trials_per_task, "cap": cap, "wall": result.wall_seconds,
+            "build": result.build_seconds, "measuring": result.run_seconds}
+    note.write_text(json.dumps(done) + "\n")
+    return db, tasks, done
+
+
+def describe_run(run: dict) -> str:
+    """``1183 s``, and where it went when the run kept it."""
+    if "build" not in run:
+        return f"{run['wall']:.0f} s"
+    rest = run["wall"] - run["build"] - run["measuring"]
+    return (f"{run['wall']:.0f} s (waiting for builds {run['build']:.0f} s, measuring {run['measuring']:.0f} s, "
+            f"search and the rest {rest:.0f} s)")
 
 
 def idle_twin(network: Network) -> Network:
@@ -152,8 +164,9 @@ def main() -> None:
     rows = []
     for name in args.models.split(","):
         model = MODELS[name]()
-        db, tasks, wall = tuned(name, model, args.trials_per_task, args.cap, work)
-        print(f"  tuned {name}: {tasks} tasks in {wall:.0f} s", flush=True)
+        db, tasks, run = tuned(name, model, args.trials_per_task, args.cap, work)
+        wall = run["wall"]
+        print(f"  tuned {name}: {tasks} tasks in {describe_run(run)}", flush=True)
         network = compile_network(model, database=db)
         rng = np.random.default_rng(0)
         feeds = {k: rng.standard_normal(v).astype(np.float32) for k, v in network.graph.inputs.items()}
