@@ -51,14 +51,19 @@ def onnxruntime_node_seconds(model, feeds: dict) -> dict[tuple, float]:
         events = json.loads(Path(path).read_text())
     finally:
         os.remove(path)
+    # Every run is profiled, the warm-up ones too: only nodes inside the last RUNS runs count.
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "model_run")[WARM:]
+    if len(runs) != RUNS:
+        raise SystemExit(f"onnxruntime's profile holds {len(runs) + WARM} runs, not {WARM + RUNS}")
     seconds: dict[tuple, float] = defaultdict(float)
     for event in events:
         if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
             continue
+        if not any(start <= event["ts"] <= end for start, end in runs):
+            continue
         args = event["args"]
         shapes = tuple(tuple(next(iter(d.values()))) for d in args.get("input_type_shape", [])[:2])
-        # Every run is profiled, the warm-up ones too: the mean over all of them.
-        seconds[(args["op_name"], shapes)] += event["dur"] / 1e6 / (WARM + RUNS)
+        seconds[(args["op_name"], shapes)] += event["dur"] / 1e6 / RUNS
     return seconds
 
 
