@@ -40,7 +40,6 @@ def test_bert_layer_matches_onnxruntime():
     assert "default (untuned)" in report and "tuned" not in report.replace("untuned", "")
 
 
-
 def test_profile_times_every_called_task_alone_and_in_sequence():
     made = examples.bottleneck(channels=8, width=4, size=5)
     network = compile_network(made)
@@ -55,6 +54,7 @@ def test_profile_times_every_called_task_alone_and_in_sequence():
     assert "all kernels" in network.report(feeds, in_sequence=True)
     with pytest.raises(ValueError, match="runs"):
         network.profile(feeds, in_sequence=True, runs=0)
+
 
 def test_identical_groups_are_one_task_whose_weight_counts_them():
     node = helper.make_node
