@@ -99,12 +99,17 @@ def onnxruntime_bytes(model, work: Path) -> int:
     return int(out.stdout.split()[-1])
 
 
-def onnxruntime_session(model):
+def onnxruntime_session(model, profile_prefix: Optional[str] = None):
+    """onnxruntime's CPU provider, 2 threads, sequential; profiling every run into a file
+    beginning with ``profile_prefix`` when one is given."""
     import onnxruntime as ort
     options = ort.SessionOptions()
     options.log_severity_level = 3  # not a warning per unused initializer of the light models
     options.intra_op_num_threads = 2
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

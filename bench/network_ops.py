@@ -27,8 +27,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import environment  # noqa: E402
 from network import MODELS, onnxruntime_session  # noqa: E402
 
-import onnxruntime as ort  # noqa: E402
-
 from metasched.network import compile_network  # noqa: E402
 
 WARM, RUNS = 3, 10
@@ -37,13 +35,7 @@ WARM, RUNS = 3, 10
 def onnxruntime_node_seconds(model, feeds: dict) -> dict[tuple, float]:
     """Seconds per run of onnxruntime's nodes, added up by (op type, shapes of the first two
     inputs)."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = 2
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.enable_profiling = True
-    options.profile_file_prefix = os.path.join(tempfile.gettempdir(), "metasched-ort-profile")
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime_session(model, os.path.join(tempfile.gettempdir(), "metasched-ort-profile"))
     for _ in range(WARM + RUNS):
         session.run(None, feeds)
     path = session.end_profiling()
